@@ -1,0 +1,50 @@
+# cached: a RESP cache daemon and a Swift HTTP-cache SDK.
+# One target per purpose; CI runs `make test`.
+
+SWIFT      ?= swift
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+PORT       ?= 6379
+BINDIR      = $(DESTDIR)$(PREFIX)/bin
+RELEASE_BIN = .build/release/cached-server
+APT_PACKAGES = libhiredis-dev redis-server redis-tools pkg-config
+SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all build release run test deps install uninstall clean
+
+all: build
+
+# System packages the build and the tests need, installed only where missing.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	@python3 -c 'import redis' 2>/dev/null || python3 -m pip install -q 'redis>=5' || \
+	  { echo "could not install redis-py (pip install redis)"; exit 1; }
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release --product cached-server
+
+run: release
+	$(RELEASE_BIN) --port $(PORT)
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build --parallel --num-workers 2
+
+install: release
+	install -d $(BINDIR)
+	install -m 0755 $(RELEASE_BIN) $(BINDIR)/cached-server
+
+uninstall:
+	rm -f $(BINDIR)/cached-server
+
+clean:
+	$(SWIFT) package clean

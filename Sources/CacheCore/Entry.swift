@@ -1,0 +1,181 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One key and its value in a single heap block, with no object header:
+///
+///     [flags: 1][key length: varint][value length: varint][expiry ms: 8, if flagged][key][value]
+///
+/// A 13-byte key with a 100-byte value takes 116 bytes, which the allocator serves from a 128-byte chunk.
+/// An `Entry` is a borrowed view: it is valid only while its shard's lock is held and the entry is in the table.
+package struct Entry {
+    package let base: UnsafeMutableRawPointer
+
+    @inlinable @inline(__always)
+    package init(_ base: UnsafeMutableRawPointer) { self.base = base }
+
+    @usableFromInline static let hasExpiryFlag: UInt8 = 0x01
+    /// Set when the entry is read; cleared by the eviction hand (SIEVE-style second chance).
+    @usableFromInline static let visitedFlag: UInt8 = 0x02
+
+    @inlinable @inline(__always)
+    package var flags: UInt8 {
+        get { base.load(as: UInt8.self) }
+        nonmutating set { base.storeBytes(of: newValue, as: UInt8.self) }
+    }
+
+    @inlinable @inline(__always)
+    package var hasExpiry: Bool { flags & Self.hasExpiryFlag != 0 }
+
+    /// The offsets of the parts of this entry: (key length, value length, offset of expiry or key).
+    @inlinable @inline(__always)
+    var layout: (keyCount: Int, valueCount: Int, afterLengths: Int) {
+        var offset = 1
+        let keyCount = Self.readVarint(base, &offset)
+        let valueCount = Self.readVarint(base, &offset)
+        return (keyCount, valueCount, offset)
+    }
+
+    @inlinable @inline(__always)
+    package var key: UnsafeRawBufferPointer {
+        let l = layout
+        let start = l.afterLengths + (hasExpiry ? 8 : 0)
+        return UnsafeRawBufferPointer(start: base + start, count: l.keyCount)
+    }
+
+    @inlinable @inline(__always)
+    package var value: UnsafeRawBufferPointer {
+        let l = layout
+        let start = l.afterLengths + (hasExpiry ? 8 : 0) + l.keyCount
+        return UnsafeRawBufferPointer(start: base + start, count: l.valueCount)
+    }
+
+    /// The absolute expiry time in milliseconds, or nil for a key without TTL.
+    @inlinable @inline(__always)
+    package var expiry: Int64? {
+        guard hasExpiry else { return nil }
+        return base.loadUnaligned(fromByteOffset: layout.afterLengths, as: Int64.self)
+    }
+
+    /// Overwrites the expiry of an entry that already has one.
+    @inlinable @inline(__always)
+    package func updateExpiry(_ milliseconds: Int64) {
+        precondition(hasExpiry)
+        base.storeBytes(of: milliseconds, toByteOffset: layout.afterLengths, as: Int64.self)
+    }
+
+    @inlinable @inline(__always)
+    package func keyEquals(_ other: UnsafeRawBufferPointer) -> Bool {
+        let k = key
+        guard k.count == other.count else { return false }
+        if k.count == 0 { return true }
+        return memcmp(k.baseAddress!, other.baseAddress!, k.count) == 0
+    }
+
+    /// Bytes this entry occupies in the heap: its size rounded up to the allocator's 16-byte chunks, plus
+    /// the allocator's 8-byte chunk header (glibc's accounting; minimum chunk 32 bytes).
+    @inlinable
+    package var allocatedSize: Int {
+        let l = layout
+        let requested = l.afterLengths + (hasExpiry ? 8 : 0) + l.keyCount + l.valueCount
+        return Swift.max(32, (requested + 8 + 15) & ~15)
+    }
+
+    // MARK: creating and freeing
+
+    @inlinable
+    static func varintSize(_ value: Int) -> Int {
+        var v = UInt(value)
+        var n = 1
+        while v >= 0x80 {
+            v >>= 7
+            n += 1
+        }
+        return n
+    }
+
+    @inlinable @inline(__always)
+    static func writeVarint(_ value: Int, _ base: UnsafeMutableRawPointer, _ offset: inout Int) {
+        var v = UInt(value)
+        while v >= 0x80 {
+            base.storeBytes(of: UInt8(truncatingIfNeeded: v) | 0x80, toByteOffset: offset, as: UInt8.self)
+            v >>= 7
+            offset += 1
+        }
+        base.storeBytes(of: UInt8(truncatingIfNeeded: v), toByteOffset: offset, as: UInt8.self)
+        offset += 1
+    }
+
+    @inlinable @inline(__always)
+    static func readVarint(_ base: UnsafeRawPointer, _ offset: inout Int) -> Int {
+        var byte = base.load(fromByteOffset: offset, as: UInt8.self)
+        offset += 1
+        if byte < 0x80 { return Int(byte) }
+        var result = UInt(byte & 0x7F)
+        var shift: UInt = 7
+        repeat {
+            byte = base.load(fromByteOffset: offset, as: UInt8.self)
+            offset += 1
+            result |= UInt(byte & 0x7F) << shift
+            shift += 7
+        } while byte >= 0x80
+        return Int(result)
+    }
+
+    /// The block size for a key, a value of `valueCount` bytes and an optional expiry.
+    @inlinable
+    static func size(keyCount: Int, valueCount: Int, hasExpiry: Bool) -> Int {
+        1 + varintSize(keyCount) + varintSize(valueCount) + (hasExpiry ? 8 : 0) + keyCount + valueCount
+    }
+
+    /// Allocates an entry whose value bytes are left for the caller to fill (through ``mutableValue``).
+    /// Returns nil when memory is exhausted.
+    @inlinable
+    package static func allocate(
+        key: UnsafeRawBufferPointer,
+        valueCount: Int,
+        expiry: Int64?
+    ) -> Entry? {
+        let total = size(keyCount: key.count, valueCount: valueCount, hasExpiry: expiry != nil)
+        guard let base = malloc(total) else { return nil }
+        base.storeBytes(of: expiry != nil ? hasExpiryFlag : 0, as: UInt8.self)
+        var offset = 1
+        writeVarint(key.count, base, &offset)
+        writeVarint(valueCount, base, &offset)
+        if let expiry {
+            base.storeBytes(of: expiry, toByteOffset: offset, as: Int64.self)
+            offset += 8
+        }
+        if key.count > 0 { (base + offset).copyMemory(from: key.baseAddress!, byteCount: key.count) }
+        return Entry(base)
+    }
+
+    /// Allocates an entry holding copies of `key` and `value`.
+    @inlinable
+    package static func make(
+        key: UnsafeRawBufferPointer,
+        value: UnsafeRawBufferPointer,
+        expiry: Int64?
+    ) -> Entry? {
+        guard let entry = allocate(key: key, valueCount: value.count, expiry: expiry) else { return nil }
+        if value.count > 0 {
+            entry.mutableValue.baseAddress!.copyMemory(from: value.baseAddress!, byteCount: value.count)
+        }
+        return entry
+    }
+
+    /// The value bytes, writable (only while the entry is being built or rewritten under the lock).
+    @inlinable @inline(__always)
+    package var mutableValue: UnsafeMutableRawBufferPointer {
+        UnsafeMutableRawBufferPointer(mutating: value)
+    }
+
+    @inlinable
+    package func deallocate() {
+        free(base)
+    }
+}

@@ -1,0 +1,196 @@
+/// All databases of a server: the storage engine's root.
+///
+/// Each database is split into ``shardCount`` shards by the top bits of the key's hash; each shard has its
+/// own lock, so commands on different keys rarely wait for each other and no lock covers the whole keyspace.
+public final class Keyspace: Sendable {
+    /// The hash function of every key in this process (seeded at random at start).
+    package static let hasher = KeyHasher()
+    /// Shards per database.
+    public static let shardCount = 256
+
+    /// The databases, numbered from 0 (`SELECT`). The array never changes; SWAPDB swaps contents.
+    package let databases: [Database]
+
+    /// A keyspace with `databaseCount` empty databases.
+    public init(databases databaseCount: Int) {
+        precondition(databaseCount >= 1)
+        databases = (0..<databaseCount).map { _ in Database() }
+    }
+
+    /// Keys across all databases.
+    public var totalKeys: Int { databases.reduce(0) { $0 + $1.count } }
+
+    /// Bytes held by entries and tables across all databases.
+    public var usedBytes: Int {
+        databases.reduce(0) { total, db in
+            total + db.shards.reduce(0) { sum, shard in sum + shard.lock.withLock { shard.usedBytes } }
+        }
+    }
+
+    /// Exchanges the contents of two databases (SWAPDB), atomically for every client.
+    public func swapDatabases(_ a: Int, _ b: Int) {
+        guard a != b else { return }
+        let (first, second) = (databases[min(a, b)], databases[max(a, b)])
+        for i in 0..<Self.shardCount {
+            first.shards[i].lock.lock()
+            second.shards[i].lock.lock()
+            first.shards[i].swapContents(with: second.shards[i])
+            second.shards[i].lock.unlock()
+            first.shards[i].lock.unlock()
+        }
+    }
+
+    /// Reclaims expired keys in every database, at most `budget` index items per shard, and returns the
+    /// keys reclaimed. Called by the background sweeper at `hz` times per second.
+    @discardableResult
+    public func sweepExpired(now: Int64, budgetPerShard: Int = 2048) -> (reclaimed: Int, exhausted: Bool) {
+        var reclaimed = 0
+        var exhausted = false
+        for db in databases {
+            for shard in db.shards {
+                shard.lock.lock()
+                let before = shard.expiredKeys
+                let work = shard.sweepExpired(now: now, budget: budgetPerShard)
+                reclaimed += shard.expiredKeys - before
+                shard.lock.unlock()
+                if work >= budgetPerShard { exhausted = true }
+            }
+        }
+        return (reclaimed, exhausted)
+    }
+}
+
+/// One numbered database: ``Keyspace/shardCount`` shards.
+package final class Database: Sendable {
+    package let shards: [Shard]
+
+    package init() {
+        shards = (0..<Keyspace.shardCount).map { _ in Shard() }
+    }
+
+    /// The shard that holds keys with this hash.
+    @inlinable @inline(__always)
+    package func shard(for hash: UInt64) -> Shard {
+        shards[Int(truncatingIfNeeded: hash >> 56)]
+    }
+
+    /// The index of the shard that holds keys with this hash.
+    @inlinable @inline(__always)
+    package static func shardIndex(for hash: UInt64) -> Int {
+        Int(truncatingIfNeeded: hash >> 56)
+    }
+
+    /// Keys in this database (DBSIZE), including expired keys that have not been reclaimed yet.
+    package var count: Int {
+        shards.reduce(0) { total, shard in total + shard.lock.withLock { shard.count } }
+    }
+
+    /// Keys with a TTL.
+    package var expiresCount: Int {
+        shards.reduce(0) { total, shard in total + shard.lock.withLock { shard.expiresCount } }
+    }
+
+    /// (keys, keys with TTL, average remaining TTL in ms) as INFO keyspace reports them.
+    package func statistics(now: Int64) -> (keys: Int, expires: Int, averageTTL: Int64) {
+        var keys = 0
+        var expires = 0
+        var sum: Int128 = 0
+        for shard in shards {
+            shard.lock.lock()
+            keys += shard.count
+            expires += shard.expiresCount
+            sum += shard.expirySum
+            shard.lock.unlock()
+        }
+        guard expires > 0 else { return (keys, 0, 0) }
+        let average = sum / Int128(expires) - Int128(now)
+        return (keys, expires, Int64(max(0, average)))
+    }
+
+    /// Removes every key (FLUSHDB).
+    package func removeAll() {
+        for shard in shards {
+            shard.lock.lock()
+            shard.removeAll()
+            shard.lock.unlock()
+        }
+    }
+
+    /// Locks every shard, in index order; pair with ``unlockAll()``.
+    package func lockAll() {
+        for shard in shards { shard.lock.lock() }
+    }
+
+    package func unlockAll() {
+        for shard in shards.reversed() { shard.lock.unlock() }
+    }
+}
+
+/// A set of shard indexes, kept as a 256-bit mask so that a multi-key command can lock each shard it
+/// touches once, in ascending order (which rules out deadlock), without allocating.
+package struct ShardSet {
+    @usableFromInline var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+
+    @inlinable
+    package init() {}
+
+    @inlinable
+    package mutating func insert(_ index: Int) {
+        let bit = UInt64(1) << UInt64(index & 63)
+        switch index >> 6 {
+        case 0: words.0 |= bit
+        case 1: words.1 |= bit
+        case 2: words.2 |= bit
+        default: words.3 |= bit
+        }
+    }
+
+    /// Calls `body` with each index in ascending order.
+    @inlinable
+    package func forEach(_ body: (Int) -> Void) {
+        for w in 0..<4 {
+            var word: UInt64
+            switch w {
+            case 0: word = words.0
+            case 1: word = words.1
+            case 2: word = words.2
+            default: word = words.3
+            }
+            while word != 0 {
+                let bit = word.trailingZeroBitCount
+                body(w << 6 | bit)
+                word &= word - 1
+            }
+        }
+    }
+
+    /// Calls `body` with each index in descending order.
+    @inlinable
+    package func forEachReversed(_ body: (Int) -> Void) {
+        for w in stride(from: 3, through: 0, by: -1) {
+            var word: UInt64
+            switch w {
+            case 0: word = words.0
+            case 1: word = words.1
+            case 2: word = words.2
+            default: word = words.3
+            }
+            while word != 0 {
+                let bit = 63 - word.leadingZeroBitCount
+                body(w << 6 | bit)
+                word &= ~(UInt64(1) << UInt64(bit))
+            }
+        }
+    }
+
+    /// Locks the shards of `database` in this set, in ascending order.
+    @inlinable
+    package func lock(in database: Database) {
+        forEach { database.shards[$0].lock.lock() }
+    }
+
+    @inlinable
+    package func unlock(in database: Database) {
+        forEachReversed { database.shards[$0].lock.unlock() }
+    }
+}

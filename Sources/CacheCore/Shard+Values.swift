@@ -1,0 +1,81 @@
+/// Compound operations on values, used by the command layer. All require the shard's lock.
+extension Shard {
+    /// How ``setValue(_:hash:value:expiry:existing:)`` treats the key's time to live.
+    package enum TTLChange {
+        /// Remove any TTL (plain SET).
+        case clear
+        /// Keep the TTL the key has (SET KEEPTTL, APPEND, INCR).
+        case keep
+        /// Set this absolute expiry in milliseconds.
+        case at(Int64)
+    }
+
+    /// Stores `value` under `key`. `existing` is the key's slot if the caller already looked it up.
+    /// Returns false when memory could not be allocated (nothing changed then).
+    @discardableResult
+    package func setValue(
+        _ key: UnsafeRawBufferPointer,
+        hash: UInt64,
+        value: UnsafeRawBufferPointer,
+        ttl: TTLChange,
+        existing: Int?
+    ) -> Bool {
+        if let index = existing {
+            let entry = entry(at: index)
+            let expiry: Int64?
+            switch ttl {
+            case .clear: expiry = nil
+            case .keep: expiry = entry.expiry
+            case .at(let ms): expiry = ms
+            }
+            // Same shape: overwrite the bytes in place.
+            if entry.value.count == value.count && entry.hasExpiry == (expiry != nil) {
+                if value.count > 0 {
+                    entry.mutableValue.baseAddress!.copyMemory(from: value.baseAddress!, byteCount: value.count)
+                }
+                if let expiry, expiry != entry.expiry { setExpiry(at: index, to: expiry, hash: hash) }
+                return true
+            }
+            guard let fresh = Entry.make(key: key, value: value, expiry: expiry) else { return false }
+            replace(at: index, with: fresh, hash: hash)
+            return true
+        }
+        let expiry: Int64?
+        if case .at(let ms) = ttl { expiry = ms } else { expiry = nil }
+        guard let fresh = Entry.make(key: key, value: value, expiry: expiry) else { return false }
+        if !insert(fresh, hash: hash) {
+            fresh.deallocate()
+            return false
+        }
+        return true
+    }
+
+    /// Builds a new value of `count` bytes for the key in slot `index` (or a new key when nil) with
+    /// `fill`, keeping the key's TTL. Returns false when memory could not be allocated.
+    @discardableResult
+    package func rewriteValue(
+        _ key: UnsafeRawBufferPointer,
+        hash: UInt64,
+        existing: Int?,
+        count: Int,
+        fill: (UnsafeMutableRawBufferPointer) -> Void
+    ) -> Bool {
+        let expiry = existing.flatMap { entry(at: $0).expiry }
+        guard let fresh = Entry.allocate(key: key, valueCount: count, expiry: expiry) else { return false }
+        fill(fresh.mutableValue)
+        if let index = existing {
+            replace(at: index, with: fresh, hash: hash)
+        } else if !insert(fresh, hash: hash) {
+            fresh.deallocate()
+            return false
+        }
+        return true
+    }
+
+    /// Marks the entry in slot `index` as recently used (for eviction).
+    @inline(__always)
+    package func touch(_ index: Int) {
+        let e = entry(at: index)
+        if e.flags & Entry.visitedFlag == 0 { e.flags |= Entry.visitedFlag }
+    }
+}

@@ -1,0 +1,369 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One lock's worth of a database: an open-addressing hash table of ``Entry`` pointers, and the index that
+/// finds its keys when they expire.
+///
+/// Each table slot is one 64-bit word: the entry's address (16-byte aligned, so its low 4 bits are dropped)
+/// and, in the top 21 bits, the low bits of the key's hash. Those hash bits both reject most non-matching
+/// slots without touching the entry and give each entry's home slot without rehashing the key, so growing
+/// the table and scanning it never read entries. Collisions are resolved by linear probing, and deletion
+/// shifts the following run back (no tombstones).
+///
+/// Every method that is not `lock`-related must be called with ``lock`` held.
+package final class Shard: @unchecked Sendable {
+    package let lock = ShardLock()
+
+    @usableFromInline var slots: UnsafeMutablePointer<UInt64>?
+    @usableFromInline var capacity: Int = 0
+    /// Keys in this shard, including expired ones not reclaimed yet.
+    package private(set) var count: Int = 0
+    /// Keys with a time to live.
+    package private(set) var expiresCount: Int = 0
+    /// Bytes held by entries and the table.
+    package private(set) var usedBytes: Int = 0
+    /// The sum of the expiry times of keys with a TTL, for the average TTL.
+    package private(set) var expirySum: Int128 = 0
+    /// Keys removed because their time was up (on access or by the sweeper).
+    package var expiredKeys: Int = 0
+    /// Read hits and misses, counted by the command layer.
+    package var hits: Int = 0
+    package var misses: Int = 0
+
+    var expiryIndex = ExpiryIndex()
+
+    @usableFromInline static let tagBits: UInt64 = 21
+    @usableFromInline static let tagShift: UInt64 = 64 - tagBits
+    @usableFromInline static let tagMask: UInt64 = (1 << tagBits) - 1
+    @usableFromInline static let pointerMask: UInt64 = (1 << tagShift) - 1
+    /// The largest table: home slots come from the tag bits.
+    package static let maxCapacity = 1 << Int(tagBits)
+    static let minCapacity = 16
+
+    package init() {}
+
+    deinit {
+        removeAll()
+    }
+
+    // MARK: slots
+
+    @inlinable @inline(__always)
+    static func pack(_ entry: Entry, hash: UInt64) -> UInt64 {
+        let address = UInt64(UInt(bitPattern: entry.base))
+        return (address >> 4) | ((hash & tagMask) << tagShift)
+    }
+
+    @inlinable @inline(__always)
+    static func unpack(_ slot: UInt64) -> Entry {
+        Entry(UnsafeMutableRawPointer(bitPattern: UInt((slot & pointerMask) << 4))!)
+    }
+
+    @inlinable @inline(__always)
+    static func tag(_ slot: UInt64) -> UInt64 { slot >> tagShift }
+
+    /// The entry in slot `index`.
+    @inlinable @inline(__always)
+    package func entry(at index: Int) -> Entry {
+        Self.unpack(slots![index])
+    }
+
+    /// The slot holding `key`, whether or not it has expired, or nil.
+    @inlinable
+    package func find(_ key: UnsafeRawBufferPointer, hash: UInt64) -> Int? {
+        guard let slots else { return nil }
+        let mask = capacity - 1
+        let tag = hash & Self.tagMask
+        var i = Int(truncatingIfNeeded: hash) & mask
+        while true {
+            let s = slots[i]
+            if s == 0 { return nil }
+            if Self.tag(s) == tag && Self.unpack(s).keyEquals(key) { return i }
+            i = (i + 1) & mask
+        }
+    }
+
+    /// The slot holding `key` if it exists and has not expired at `now`. An expired key is removed on the way
+    /// (lazy expiry) and counted in ``expiredKeys``.
+    @inlinable
+    package func lookup(_ key: UnsafeRawBufferPointer, hash: UInt64, now: Int64) -> Int? {
+        guard let index = find(key, hash: hash) else { return nil }
+        let entry = Self.unpack(slots![index])
+        if entry.hasExpiry, let expiry = entry.expiry, expiry <= now {
+            remove(at: index)
+            expiredKeys &+= 1
+            return nil
+        }
+        return index
+    }
+
+    /// Adds `entry` for a key that is not in the table. Returns false when the table cannot grow.
+    @discardableResult
+    package func insert(_ entry: Entry, hash: UInt64) -> Bool {
+        if (count + 1) * 4 > capacity * 3 {
+            guard grow() else { return false }
+        }
+        let mask = capacity - 1
+        var i = Int(truncatingIfNeeded: hash) & mask
+        while slots![i] != 0 { i = (i + 1) & mask }
+        slots![i] = Self.pack(entry, hash: hash)
+        count += 1
+        account(added: entry, hash: hash)
+        return true
+    }
+
+    /// Puts `entry` in place of the entry in slot `index` (the same key), freeing the old one.
+    package func replace(at index: Int, with entry: Entry, hash: UInt64) {
+        let old = Self.unpack(slots![index])
+        account(removed: old)
+        old.deallocate()
+        slots![index] = Self.pack(entry, hash: hash)
+        account(added: entry, hash: hash)
+    }
+
+    /// Removes and frees the entry in slot `index`.
+    package func remove(at index: Int) {
+        let old = Self.unpack(slots![index])
+        account(removed: old)
+        old.deallocate()
+        removeSlot(index)
+        count -= 1
+        if capacity > Self.minCapacity && count * 8 < capacity {
+            resize(to: Self.capacityFor(count))
+        }
+    }
+
+    /// Changes the expiry of the entry in slot `index` (nil removes it), reallocating the entry only when it
+    /// gains or loses its expiry field.
+    package func setExpiry(at index: Int, to expiry: Int64?, hash: UInt64) {
+        let entry = Self.unpack(slots![index])
+        switch (entry.expiry, expiry) {
+        case (nil, nil):
+            return
+        case (let old?, let new?):
+            expirySum += Int128(new) - Int128(old)
+            entry.updateExpiry(new)
+            expiryIndex.register(hash: hash, expiry: new)
+        default:
+            guard let rebuilt = Entry.make(key: entry.key, value: entry.value, expiry: expiry) else { return }
+            rebuilt.flags |= entry.flags & Entry.visitedFlag
+            replace(at: index, with: rebuilt, hash: hash)
+        }
+    }
+
+    /// Removes and frees every entry.
+    package func removeAll() {
+        if let slots {
+            for i in 0..<capacity where slots[i] != 0 {
+                Self.unpack(slots[i]).deallocate()
+            }
+            slots.deallocate()
+        }
+        slots = nil
+        capacity = 0
+        count = 0
+        expiresCount = 0
+        usedBytes = 0
+        expirySum = 0
+        expiryIndex = ExpiryIndex()
+    }
+
+    /// Exchanges everything this shard holds with `other` (SWAPDB). Both locks must be held.
+    package func swapContents(with other: Shard) {
+        swap(&slots, &other.slots)
+        swap(&capacity, &other.capacity)
+        swap(&count, &other.count)
+        swap(&expiresCount, &other.expiresCount)
+        swap(&usedBytes, &other.usedBytes)
+        swap(&expirySum, &other.expirySum)
+        swap(&expiryIndex, &other.expiryIndex)
+    }
+
+    // MARK: iteration
+
+    /// Visits the entries whose home slot is the one `cursor` points at, and following ones, and returns the
+    /// next cursor (0 when the whole table was visited). The cursor counts home slots in reversed-bit order,
+    /// as Redis's SCAN does, so a key present for a whole iteration is visited at least once even when the
+    /// table grows or shrinks in between.
+    package func scan(cursor: UInt64, visit: (Entry) -> Void) -> UInt64 {
+        guard let slots, capacity > 0 else { return 0 }
+        let mask = UInt64(capacity - 1)
+        let home = Int(cursor & mask)
+        var i = home
+        while slots[i] != 0 {
+            if Int(Self.tag(slots[i]) & mask) == home { visit(Self.unpack(slots[i])) }
+            i = (i + 1) & Int(mask)
+            if i == home { break }
+        }
+        var v = cursor | ~mask
+        v = Self.reverseBits(v) &+ 1
+        return Self.reverseBits(v)
+    }
+
+    /// Calls `body` for every entry (KEYS, snapshots). The table must not change during the call.
+    package func forEach(_ body: (Entry) -> Void) {
+        guard let slots else { return }
+        for i in 0..<capacity where slots[i] != 0 {
+            body(Self.unpack(slots[i]))
+        }
+    }
+
+    /// A slot index holding an entry, chosen at random, or nil when the shard is empty.
+    package func randomSlot<G: RandomNumberGenerator>(using generator: inout G) -> Int? {
+        guard count > 0, let slots else { return nil }
+        var i = Int.random(in: 0..<capacity, using: &generator)
+        while slots[i] == 0 { i = (i + 1) & (capacity - 1) }
+        return i
+    }
+
+    static func reverseBits(_ value: UInt64) -> UInt64 {
+        var v = value
+        v = ((v >> 1) & 0x5555_5555_5555_5555) | ((v & 0x5555_5555_5555_5555) << 1)
+        v = ((v >> 2) & 0x3333_3333_3333_3333) | ((v & 0x3333_3333_3333_3333) << 2)
+        v = ((v >> 4) & 0x0F0F_0F0F_0F0F_0F0F) | ((v & 0x0F0F_0F0F_0F0F_0F0F) << 4)
+        return v.byteSwapped
+    }
+
+    // MARK: expiry sweeping
+
+    /// Reclaims keys whose time is up at `now`, working through at most about `budget` index items.
+    /// Returns the number of items it worked through (a result below `budget` means it is up to date).
+    package func sweepExpired(now: Int64, budget: Int) -> Int {
+        guard !expiryIndex.isEmpty else { return 0 }
+        var work = 0
+        while work < budget, var batch = expiryIndex.takeDue(now: now) {
+            while work < budget, let hash = batch.hashes.popLast() {
+                work += 1
+                visitEntries(hash: hash) { index, entry in
+                    guard let expiry = entry.expiry else { return false }
+                    if expiry <= now {
+                        remove(at: index)
+                        expiredKeys &+= 1
+                        return true
+                    }
+                    // A far window being spread into slots: keep keys that really expire in it.
+                    if batch.isCascade && expiry >> (ExpiryIndex.slotShift + ExpiryIndex.windowShift) == batch.slot {
+                        expiryIndex.register(hash: hash, expiry: expiry)
+                    }
+                    return false
+                }
+            }
+            expiryIndex.putBack(batch)
+        }
+        if expiryIndex.registrations > 2 * expiresCount + 1024 { rebuildExpiryIndex() }
+        return work
+    }
+
+    /// The number of keys whose expiry is at or before `now` but which are still in the table.
+    package func countExpired(now: Int64) -> Int {
+        guard expiresCount > 0, let slots else { return 0 }
+        var n = 0
+        for i in 0..<capacity where slots[i] != 0 {
+            if let e = Self.unpack(slots[i]).expiry, e <= now { n += 1 }
+        }
+        return n
+    }
+
+    /// Calls `body` for each entry whose key hashes to `hash`; `body` returns true when it removed the
+    /// entry (the table may then have changed, so the run is searched again from the key's home slot).
+    private func visitEntries(hash: UInt64, _ body: (Int, Entry) -> Bool) {
+        let tag = hash & Self.tagMask
+        var steps = 0
+        var i = Int(truncatingIfNeeded: hash) & (capacity - 1)
+        while let slots = self.slots, steps <= capacity, slots[i] != 0 {
+            let s = slots[i]
+            if Self.tag(s) == tag, Keyspace.hasher.hash(Self.unpack(s).key) == hash, body(i, Self.unpack(s)) {
+                i = Int(truncatingIfNeeded: hash) & (capacity - 1)
+                steps = 0
+                continue
+            }
+            i = (i + 1) & (capacity - 1)
+            steps += 1
+        }
+    }
+
+    private func rebuildExpiryIndex() {
+        var index = ExpiryIndex()
+        forEach { entry in
+            if let expiry = entry.expiry { index.register(hash: Keyspace.hasher.hash(entry.key), expiry: expiry) }
+        }
+        expiryIndex = index
+    }
+
+    // MARK: internals
+
+    @inline(__always)
+    private func account(added entry: Entry, hash: UInt64) {
+        usedBytes += entry.allocatedSize
+        if let expiry = entry.expiry {
+            expiresCount += 1
+            expirySum += Int128(expiry)
+            expiryIndex.register(hash: hash, expiry: expiry)
+        }
+    }
+
+    @inline(__always)
+    private func account(removed entry: Entry) {
+        usedBytes -= entry.allocatedSize
+        if let expiry = entry.expiry {
+            expiresCount -= 1
+            expirySum -= Int128(expiry)
+        }
+    }
+
+    /// Empties slot `index` and shifts the rest of its run back so that every entry stays reachable.
+    private func removeSlot(_ index: Int) {
+        let slots = self.slots!
+        let mask = capacity - 1
+        var hole = index
+        var j = (index + 1) & mask
+        while slots[j] != 0 {
+            let home = Int(Self.tag(slots[j])) & mask
+            // Move slots[j] into the hole unless its home lies cyclically in (hole, j].
+            let distanceToHome = (j - home) & mask
+            let distanceToHole = (j - hole) & mask
+            if distanceToHome >= distanceToHole {
+                slots[hole] = slots[j]
+                hole = j
+            }
+            j = (j + 1) & mask
+        }
+        slots[hole] = 0
+    }
+
+    static func capacityFor(_ count: Int) -> Int {
+        var c = minCapacity
+        while c * 3 < count * 8 { c <<= 1 }  // load at most 3/8 right after a resize
+        return c
+    }
+
+    private func grow() -> Bool {
+        let target = capacity == 0 ? Self.minCapacity : capacity * 2
+        guard target <= Self.maxCapacity else { return false }
+        resize(to: target)
+        return true
+    }
+
+    private func resize(to newCapacity: Int) {
+        let newSlots = UnsafeMutablePointer<UInt64>.allocate(capacity: newCapacity)
+        newSlots.initialize(repeating: 0, count: newCapacity)
+        let mask = newCapacity - 1
+        if let old = slots {
+            for i in 0..<capacity where old[i] != 0 {
+                let s = old[i]
+                var j = Int(Self.tag(s)) & mask
+                while newSlots[j] != 0 { j = (j + 1) & mask }
+                newSlots[j] = s
+            }
+            old.deallocate()
+        }
+        usedBytes += (newCapacity - capacity) * MemoryLayout<UInt64>.stride
+        slots = newSlots
+        capacity = newCapacity
+    }
+}

@@ -1,0 +1,65 @@
+import CacheCore
+import NIOCore
+import RESP
+
+/// Everything a command handler needs: its arguments, the client, the server, the time, and the reply.
+package struct CommandContext {
+    package let arguments: Arguments
+    package let session: ClientSession
+    package let server: ServerState
+    /// Milliseconds since the epoch, read once for the whole command.
+    package let now: Int64
+    /// Where the handler writes its reply.
+    package var reply: ByteBuffer
+
+    package init(arguments: Arguments, session: ClientSession, server: ServerState, now: Int64, reply: ByteBuffer) {
+        self.arguments = arguments
+        self.session = session
+        self.server = server
+        self.now = now
+        self.reply = reply
+    }
+
+    /// The client's selected database.
+    @inline(__always)
+    package var database: Database { server.keyspace.databases[session.db] }
+
+    /// The protocol the client speaks.
+    @inline(__always)
+    package var version: RESPVersion { session.protocolVersion }
+
+    /// The lowercase name of the command being run, for error messages.
+    package var commandName: String {
+        server.commands.lookup(arguments[0]).map { server.commands.commands[$0].name } ?? arguments.string(0).lowercased()
+    }
+
+    // MARK: replies
+
+    @inline(__always) package mutating func ok() { reply.writeRESPOK() }
+    @inline(__always) package mutating func error(_ message: StaticString) { reply.writeRESPError(message) }
+    @inline(__always) package mutating func error(_ message: String) { reply.writeRESPError(message) }
+    @inline(__always) package mutating func integer(_ value: Int) { reply.writeRESPInteger(value) }
+    @inline(__always) package mutating func null() { reply.writeRESPNull(version) }
+    @inline(__always) package mutating func bulk(_ bytes: UnsafeRawBufferPointer) { reply.writeRESPBulkString(bytes) }
+    @inline(__always) package mutating func bulk(_ text: String) { reply.writeRESPBulkString(text) }
+    @inline(__always) package mutating func arrayHeader(_ count: Int) { reply.writeRESPArrayHeader(count) }
+    @inline(__always) package mutating func simple(_ text: StaticString) { reply.writeRESPSimpleString(text) }
+
+    /// Replies with the arity error for the running command.
+    package mutating func wrongArity() { error(ReplyError.wrongArity(commandName)) }
+
+    /// Reads argument `index` as an integer, replying with Redis's error when it is not one.
+    package mutating func integerArgument(_ index: Int) -> Int? {
+        if let value = arguments.integer(index) { return value }
+        error(ReplyError.notInteger)
+        return nil
+    }
+
+    // MARK: keys
+
+    /// The hash of argument `index`, used as a key.
+    @inline(__always)
+    package func hash(_ index: Int) -> UInt64 {
+        Keyspace.hasher.hash(arguments[index])
+    }
+}

@@ -1,0 +1,142 @@
+import NIOCore
+import RESP
+
+/// How a command behaves, in Redis's vocabulary (COMMAND INFO flags).
+package struct CommandFlags: OptionSet, Sendable {
+    package let rawValue: UInt32
+    package init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    package static let write = CommandFlags(rawValue: 1 << 0)
+    package static let readonly = CommandFlags(rawValue: 1 << 1)
+    package static let denyoom = CommandFlags(rawValue: 1 << 2)
+    package static let admin = CommandFlags(rawValue: 1 << 3)
+    package static let pubsub = CommandFlags(rawValue: 1 << 4)
+    package static let noscript = CommandFlags(rawValue: 1 << 5)
+    package static let loading = CommandFlags(rawValue: 1 << 6)
+    package static let stale = CommandFlags(rawValue: 1 << 7)
+    package static let fast = CommandFlags(rawValue: 1 << 8)
+    package static let noauth = CommandFlags(rawValue: 1 << 9)
+    package static let allowBusy = CommandFlags(rawValue: 1 << 10)
+    /// Not shown by MONITOR (AUTH, HELLO with credentials, ...).
+    package static let skipMonitor = CommandFlags(rawValue: 1 << 11)
+
+    static let names: [(CommandFlags, String)] = [
+        (.write, "write"), (.readonly, "readonly"), (.denyoom, "denyoom"), (.admin, "admin"),
+        (.pubsub, "pubsub"), (.noscript, "noscript"), (.loading, "loading"), (.stale, "stale"),
+        (.fast, "fast"), (.noauth, "no_auth"), (.allowBusy, "allow_busy"), (.skipMonitor, "skip_monitor"),
+    ]
+
+    /// The flag names COMMAND INFO lists.
+    package var names: [String] { Self.names.filter { contains($0.0) }.map(\.1) }
+}
+
+/// A command handler: reads `context.arguments`, writes one reply into `context.reply`.
+package typealias CommandHandler = (inout CommandContext) -> Void
+
+/// One entry of the command table.
+package struct CommandSpec: Sendable {
+    /// Lowercase name.
+    package let name: String
+    /// Redis's arity: positive = exactly this many arguments (name included), negative = at least -arity.
+    package let arity: Int
+    package let flags: CommandFlags
+    /// Key positions (COMMAND INFO): first key, last key (-1 = last argument), step.
+    package let firstKey: Int
+    package let lastKey: Int
+    package let keyStep: Int
+    /// ACL categories without the leading @.
+    package let categories: [String]
+    /// COMMAND DOCS: group, summary, since, complexity.
+    package let group: String
+    package let summary: String
+    package let since: String
+    package let complexity: String
+    package let handler: @Sendable (inout CommandContext) -> Void
+    /// Subcommands (CLIENT, CONFIG, COMMAND), for COMMAND INFO and DOCS.
+    package let subcommands: [CommandSpec]
+
+    package init(
+        _ name: String, arity: Int, flags: CommandFlags, keys: (Int, Int, Int) = (0, 0, 0),
+        categories: [String], group: String, since: String, summary: String, complexity: String = "O(1)",
+        subcommands: [CommandSpec] = [],
+        handler: @escaping @Sendable (inout CommandContext) -> Void
+    ) {
+        self.name = name
+        self.arity = arity
+        self.flags = flags
+        (self.firstKey, self.lastKey, self.keyStep) = keys
+        self.categories = categories
+        self.group = group
+        self.summary = summary
+        self.since = since
+        self.complexity = complexity
+        self.subcommands = subcommands
+        self.handler = handler
+    }
+
+    /// Whether `count` arguments (the name included) satisfy the arity.
+    @inline(__always)
+    package func acceptsArgumentCount(_ count: Int) -> Bool {
+        arity >= 0 ? count == arity : count >= -arity
+    }
+}
+
+/// The commands this server knows, looked up by name without allocating.
+package struct CommandTable: Sendable {
+    package let commands: [CommandSpec]
+    private let buckets: [Int32]  // open addressing over name hashes; -1 = empty
+    private let bucketMask: Int
+
+    package init(_ commands: [CommandSpec]) {
+        self.commands = commands
+        var size = 16
+        while size < commands.count * 4 { size <<= 1 }
+        var buckets = [Int32](repeating: -1, count: size)
+        for (i, spec) in commands.enumerated() {
+            var b = Int(truncatingIfNeeded: Self.hashLowercased(Array(spec.name.utf8))) & (size - 1)
+            while buckets[b] >= 0 { b = (b + 1) & (size - 1) }
+            buckets[b] = Int32(i)
+        }
+        self.buckets = buckets
+        self.bucketMask = size - 1
+    }
+
+    /// FNV-1a of the ASCII-lowercased bytes.
+    @inline(__always)
+    static func hashLowercased<C: Collection<UInt8>>(_ bytes: C) -> UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for var c in bytes {
+            if c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z") { c |= 0x20 }
+            h = (h ^ UInt64(c)) &* 0x0000_0100_0000_01b3
+        }
+        return h
+    }
+
+    /// The index of the command named `name` (any case), or nil.
+    @inline(__always)
+    package func lookup(_ name: UnsafeRawBufferPointer) -> Int? {
+        guard name.count <= 32 else { return nil }
+        var b = Int(truncatingIfNeeded: Self.hashLowercased(name)) & bucketMask
+        while true {
+            let i = Int(buckets[b])
+            if i < 0 { return nil }
+            if Self.equalsLowercased(name, commands[i].name) { return i }
+            b = (b + 1) & bucketMask
+        }
+    }
+
+    @inline(__always)
+    static func equalsLowercased(_ bytes: UnsafeRawBufferPointer, _ name: String) -> Bool {
+        var utf8 = name.utf8.makeIterator()
+        for var c in bytes {
+            if c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z") { c |= 0x20 }
+            guard let n = utf8.next(), n == c else { return false }
+        }
+        return utf8.next() == nil
+    }
+
+    /// The spec named `name` (lowercase), or nil.
+    package func spec(named name: String) -> CommandSpec? {
+        commands.first { $0.name == name }
+    }
+}

@@ -1,0 +1,315 @@
+import CacheCore
+import NIOCore
+import RESP
+
+/// Connection commands: PING, ECHO, QUIT, AUTH, HELLO, CLIENT.
+package enum ConnectionCommands {
+    /// The Redis version whose behaviour this server reproduces (HELLO, INFO's redis_version).
+    package static let compatibleRedisVersion = "7.0.15"
+
+    static func ping(_ c: inout CommandContext) {
+        guard c.arguments.count <= 2 else { return c.wrongArity() }
+        if c.arguments.count == 2 { c.bulk(c.arguments[1]) } else { c.simple("PONG") }
+    }
+
+    static func echo(_ c: inout CommandContext) {
+        c.bulk(c.arguments[1])
+    }
+
+    static func quit(_ c: inout CommandContext) {
+        c.session.closeAfterReply = true
+        c.ok()
+    }
+
+    // MARK: authentication
+
+    /// Checks a password against `requirepass` in constant time.
+    static func passwordMatches(_ given: UnsafeRawBufferPointer, _ expected: String) -> Bool {
+        let wanted = Array(expected.utf8)
+        var difference = UInt8(truncatingIfNeeded: given.count ^ wanted.count)
+        for i in 0..<max(given.count, wanted.count) {
+            let a = i < given.count ? given[i] : 0
+            let b = i < wanted.count ? wanted[i] : 0
+            difference |= a ^ b
+        }
+        return difference == 0
+    }
+
+    /// Authenticates `session` as `user` with `password`; true on success.
+    static func authenticate(_ c: inout CommandContext, user: UnsafeRawBufferPointer, password: UnsafeRawBufferPointer)
+        -> Bool
+    {
+        let required = c.server.config.requirePass
+        guard user.elementsEqual("default".utf8) else { return false }
+        if required.isEmpty || passwordMatches(password, required) {
+            c.session.authenticated = true
+            return true
+        }
+        return false
+    }
+
+    static func auth(_ c: inout CommandContext) {
+        guard c.arguments.count <= 3 else { return c.error(ReplyError.syntax) }
+        if c.arguments.count == 2 {
+            guard !c.server.config.requirePass.isEmpty else { return c.error(ReplyError.authNotConfigured) }
+            let ok = "default".utf8.withContiguousStorageIfAvailable { user in
+                authenticate(&c, user: UnsafeRawBufferPointer(user), password: c.arguments[1])
+            } ?? false
+            return ok ? c.ok() : c.error(ReplyError.wrongPass)
+        }
+        if authenticate(&c, user: c.arguments[1], password: c.arguments[2]) { c.ok() } else { c.error(ReplyError.wrongPass) }
+    }
+
+    static func hello(_ c: inout CommandContext) {
+        var version: RESPVersion?
+        var next = 1
+        if c.arguments.count >= 2 {
+            guard let v = c.arguments.integer(1) else {
+                return c.error("ERR Protocol version is not an integer or out of range")
+            }
+            guard v == 2 || v == 3 else { return c.error(ReplyError.noProto) }
+            version = v == 3 ? .resp3 : .resp2
+            next = 2
+        }
+        var credentials: (Int, Int)?
+        var name: Int?
+        var j = next
+        while j < c.arguments.count {
+            let more = c.arguments.count - 1 - j
+            if c.arguments.matches(j, "auth") && more >= 2 {
+                credentials = (j + 1, j + 2)
+                j += 3
+            } else if c.arguments.matches(j, "setname") && more >= 1 {
+                name = j + 1
+                j += 2
+            } else {
+                return c.error("ERR Syntax error in HELLO option '\(c.arguments.string(j))'")
+            }
+        }
+        if let (user, password) = credentials {
+            guard authenticate(&c, user: c.arguments[user], password: c.arguments[password]) else {
+                return c.error(ReplyError.wrongPass)
+            }
+        }
+        guard c.session.authenticated else {
+            return c.error(
+                "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
+            )
+        }
+        if let name {
+            guard setName(&c, argument: name) else { return }
+        }
+        if let version { c.session.protocolVersion = version }
+        let v = c.version
+        c.reply.writeRESPMapHeader(7, v)
+        c.bulk("server")
+        c.bulk("redis")
+        c.bulk("version")
+        c.bulk(compatibleRedisVersion)
+        c.bulk("proto")
+        c.integer(Int(v.rawValue))
+        c.bulk("id")
+        c.integer(c.session.id)
+        c.bulk("mode")
+        c.bulk("standalone")
+        c.bulk("role")
+        c.bulk("master")
+        c.bulk("modules")
+        c.arrayHeader(0)
+    }
+
+    /// Sets the client's name from argument `index`; replies with Redis's error and returns false if invalid.
+    static func setName(_ c: inout CommandContext, argument index: Int) -> Bool {
+        let bytes = c.arguments[index]
+        if bytes.isEmpty {
+            c.session.name = nil
+            return true
+        }
+        guard bytes.allSatisfy({ $0 > UInt8(ascii: " ") && $0 <= UInt8(ascii: "~") }) else {
+            c.error("ERR Client names cannot contain spaces, newlines or special characters.")
+            return false
+        }
+        c.session.name = c.arguments.string(index)
+        return true
+    }
+
+    // MARK: CLIENT
+
+    static func client(_ c: inout CommandContext) {
+        let a = c.arguments
+        let n = a.count
+        if a.matches(1, "id") && n == 2 {
+            c.integer(c.session.id)
+        } else if a.matches(1, "setname") && n == 3 {
+            if setName(&c, argument: 2) { c.ok() }
+        } else if a.matches(1, "getname") && n == 2 {
+            if let name = c.session.name { c.bulk(name) } else { c.null() }
+        } else if a.matches(1, "info") && n == 2 {
+            c.reply.writeRESPVerbatim(describe(c.session, server: c.server, now: c.now) + "\n", c.version)
+        } else if a.matches(1, "list") {
+            clientList(&c)
+        } else if a.matches(1, "kill") && n >= 3 {
+            clientKill(&c)
+        } else if (a.matches(1, "no-evict") || a.matches(1, "no-touch")) && n == 3 {
+            let on = a.matches(2, "on")
+            guard on || a.matches(2, "off") else { return c.error(ReplyError.syntax) }
+            if a.matches(1, "no-evict") { c.session.noEvict = on } else { c.session.noTouch = on }
+            c.ok()
+        } else if a.matches(1, "setinfo") && n == 4 {
+            c.ok()
+        } else if a.matches(1, "help") && n == 2 {
+            help(&c, "CLIENT", [
+                "ID", "    Return the ID of the current connection.",
+                "GETNAME", "    Return the name of the current connection.",
+                "SETNAME <name>", "    Assign the name <name> to the current connection.",
+                "INFO", "    Return information about the current client connection.",
+                "LIST [TYPE <normal|master|replica|pubsub>] [ID <id> [<id> ...]]",
+                "    Return information about client connections.",
+                "KILL <ip:port>", "    Kill connection made from <ip:port>.",
+                "KILL <option> <value> [<option> <value> [...]]",
+                "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
+                "    TYPE <normal|master|replica|pubsub>, USER <username>, SKIPME (YES|NO), MAXAGE <seconds>.",
+                "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
+                "NO-TOUCH (ON|OFF)", "    Do not change the last access time of keys read by this client.",
+            ])
+        } else {
+            subcommandError(&c)
+        }
+    }
+
+    /// `ERR unknown subcommand` or the subcommand's arity error, as Redis chooses between them.
+    static func subcommandError(_ c: inout CommandContext) {
+        let command = c.commandName
+        let sub = c.arguments.string(1).lowercased()
+        let known: [String: [String]] = [
+            "client": ["id", "setname", "getname", "info", "list", "kill", "no-evict", "no-touch", "help", "setinfo"],
+            "config": ["get", "set", "resetstat", "rewrite", "help"],
+            "command": ["count", "info", "docs", "list", "getkeys", "help"],
+        ]
+        if known[command]?.contains(sub) == true {
+            c.error(ReplyError.wrongArity("\(command)|\(sub)"))
+        } else {
+            c.error(ReplyError.unknownSubcommand(c.arguments.string(1), of: command))
+        }
+    }
+
+    /// Replies with HELP text: the command's name line, the given lines, and the HELP line.
+    static func help(_ c: inout CommandContext, _ command: String, _ lines: [String]) {
+        let all = ["\(command) <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"] + lines + [
+            "HELP", "    Print this help.",
+        ]
+        c.arrayHeader(all.count)
+        for line in all { c.reply.writeRESPSimpleString(line) }
+    }
+
+    static func describe(_ s: ClientSession, server: ServerState, now: Int64) -> String {
+        let age = (now - s.createdAt) / 1000
+        let idle = (now - s.lastInteractionTime) / 1000
+        let cmdIndex = s.lastCommandIndex
+        var cmd = cmdIndex >= 0 ? server.commands.commands[cmdIndex].name : "NULL"
+        if cmd == "client" || cmd == "config" || cmd == "command" { cmd += "|" + (cmd == "client" ? "list" : "get") }
+        let flags = s.isMonitor ? "O" : "N"
+        return "id=\(s.id) addr=\(s.remoteAddress) laddr=\(s.localAddress) fd=-1 name=\(s.name ?? "") age=\(age) "
+            + "idle=\(idle) flags=\(flags) db=\(s.db) sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 "
+            + "multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=\(cmd) user=default redir=-1 "
+            + "resp=\(s.protocolVersion.rawValue)"
+    }
+
+    static func clientList(_ c: inout CommandContext) {
+        var sessions = c.server.clients.all
+        var j = 2
+        while j < c.arguments.count {
+            if c.arguments.matches(j, "type") && j + 1 < c.arguments.count {
+                let type = c.arguments.string(j + 1).lowercased()
+                guard ["normal", "master", "replica", "slave", "pubsub"].contains(type) else {
+                    return c.error("ERR Unknown client type '\(c.arguments.string(j + 1))'")
+                }
+                if type != "normal" { sessions = [] }
+                j += 2
+            } else if c.arguments.matches(j, "id") && j + 1 < c.arguments.count {
+                var ids = Set<Int>()
+                j += 1
+                while j < c.arguments.count {
+                    guard let id = c.arguments.integer(j), id > 0 else { return c.error("ERR Invalid client ID") }
+                    ids.insert(id)
+                    j += 1
+                }
+                sessions = sessions.filter { ids.contains($0.id) }
+            } else {
+                return c.error(ReplyError.syntax)
+            }
+        }
+        let text = sessions.map { describe($0, server: c.server, now: c.now) + "\n" }.joined()
+        c.reply.writeRESPVerbatim(text, c.version)
+    }
+
+    static func clientKill(_ c: inout CommandContext) {
+        let a = c.arguments
+        if a.count == 3 {
+            // Old form: CLIENT KILL ip:port
+            let address = a.string(2)
+            guard let target = c.server.clients.all.first(where: { $0.remoteAddress == address }) else {
+                return c.error("ERR No such client")
+            }
+            kill(target, by: c.session)
+            return c.ok()
+        }
+        var id: Int?, address: String?, localAddress: String?, user: String?, skipMe = true, maxAge: Int?
+        var type: String?
+        var j = 2
+        while j < a.count {
+            guard j + 1 < a.count else { return c.error(ReplyError.syntax) }
+            if a.matches(j, "id") {
+                guard let v = a.integer(j + 1), v > 0 else { return c.error("ERR client-id should be greater than 0") }
+                id = v
+            } else if a.matches(j, "addr") {
+                address = a.string(j + 1)
+            } else if a.matches(j, "laddr") {
+                localAddress = a.string(j + 1)
+            } else if a.matches(j, "user") {
+                user = a.string(j + 1)
+            } else if a.matches(j, "type") {
+                let t = a.string(j + 1).lowercased()
+                guard ["normal", "master", "replica", "slave", "pubsub"].contains(t) else {
+                    return c.error("ERR Unknown client type '\(a.string(j + 1))'")
+                }
+                type = t
+            } else if a.matches(j, "skipme") {
+                if a.matches(j + 1, "yes") {
+                    skipMe = true
+                } else if a.matches(j + 1, "no") {
+                    skipMe = false
+                } else {
+                    return c.error(ReplyError.syntax)
+                }
+            } else if a.matches(j, "maxage") {
+                guard let v = a.integer(j + 1) else { return c.error(ReplyError.notInteger) }
+                maxAge = v
+            } else {
+                return c.error(ReplyError.syntax)
+            }
+            j += 2
+        }
+        var killed = 0
+        for s in c.server.clients.all {
+            if let id, s.id != id { continue }
+            if let address, s.remoteAddress != address { continue }
+            if let localAddress, s.localAddress != localAddress { continue }
+            if let user, user != "default" { continue }
+            if let type, type != "normal" { continue }
+            if let maxAge, (c.now - s.createdAt) / 1000 < maxAge { continue }
+            if skipMe && s === c.session { continue }
+            kill(s, by: c.session)
+            killed += 1
+        }
+        c.integer(killed)
+    }
+
+    static func kill(_ target: ClientSession, by requester: ClientSession) {
+        if target === requester {
+            requester.closeAfterReply = true
+        } else {
+            target.close()
+        }
+    }
+}

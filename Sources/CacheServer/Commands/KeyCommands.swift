@@ -1,0 +1,337 @@
+import CacheCore
+import NIOCore
+import RESP
+
+/// Generic key commands: DEL, EXISTS, TTLs, RENAME, TYPE, RANDOMKEY, KEYS, SCAN.
+package enum KeyCommands {
+    static func del(_ c: inout CommandContext) {
+        let db = c.database
+        var removed = 0
+        for i in 1..<c.arguments.count {
+            let hash = c.hash(i)
+            let shard = db.shard(for: hash)
+            shard.lock.lock()
+            if let index = shard.lookup(c.arguments[i], hash: hash, now: c.now) {
+                shard.remove(at: index)
+                removed += 1
+            }
+            shard.lock.unlock()
+        }
+        c.integer(removed)
+    }
+
+    static func exists(_ c: inout CommandContext) {
+        let db = c.database
+        var found = 0
+        for i in 1..<c.arguments.count {
+            let hash = c.hash(i)
+            let shard = db.shard(for: hash)
+            shard.lock.lock()
+            if shard.lookup(c.arguments[i], hash: hash, now: c.now) != nil { found += 1 }
+            shard.lock.unlock()
+        }
+        c.integer(found)
+    }
+
+    static func type(_ c: inout CommandContext) {
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        let exists = shard.lookup(c.arguments[1], hash: hash, now: c.now) != nil
+        shard.lock.unlock()
+        if exists { c.simple("string") } else { c.simple("none") }
+    }
+
+    // MARK: time to live
+
+    static func expire(_ c: inout CommandContext) { expireGeneric(&c, base: c.now, seconds: true) }
+    static func pexpire(_ c: inout CommandContext) { expireGeneric(&c, base: c.now, seconds: false) }
+    static func expireat(_ c: inout CommandContext) { expireGeneric(&c, base: 0, seconds: true) }
+    static func pexpireat(_ c: inout CommandContext) { expireGeneric(&c, base: 0, seconds: false) }
+
+    static func expireGeneric(_ c: inout CommandContext, base: Int64, seconds: Bool) {
+        var nx = false, xx = false, gt = false, lt = false
+        for j in 3..<max(3, c.arguments.count) {
+            if c.arguments.matches(j, "nx") {
+                nx = true
+            } else if c.arguments.matches(j, "xx") {
+                xx = true
+            } else if c.arguments.matches(j, "gt") {
+                gt = true
+            } else if c.arguments.matches(j, "lt") {
+                lt = true
+            } else {
+                c.error("ERR Unsupported option \(c.arguments.string(j))")
+                return
+            }
+        }
+        if nx && (xx || gt || lt) {
+            c.error(ReplyError.expireOptionsNXXX)
+            return
+        }
+        if gt && lt {
+            c.error(ReplyError.expireOptionsGTLT)
+            return
+        }
+        guard var when = c.integerArgument(2) else { return }
+        if seconds {
+            guard when <= Int.max / 1000 && when >= Int.min / 1000 else {
+                c.error(ReplyError.invalidExpire(c.commandName))
+                return
+            }
+            when *= 1000
+        }
+        guard when <= Int.max - Int(base) else {
+            c.error(ReplyError.invalidExpire(c.commandName))
+            return
+        }
+        when += Int(base)
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        defer { shard.lock.unlock() }
+        guard let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) else {
+            c.integer(0)
+            return
+        }
+        let current = shard.entry(at: index).expiry
+        if nx && current != nil { return c.integer(0) }
+        if xx && current == nil { return c.integer(0) }
+        if gt, current == nil || Int64(when) <= current! { return c.integer(0) }
+        if lt, let current, Int64(when) >= current { return c.integer(0) }
+        if Int64(when) <= c.now {
+            shard.remove(at: index)
+        } else {
+            shard.setExpiry(at: index, to: Int64(when), hash: hash)
+        }
+        c.integer(1)
+    }
+
+    static func ttl(_ c: inout CommandContext) { ttlGeneric(&c, milliseconds: false, absolute: false) }
+    static func pttl(_ c: inout CommandContext) { ttlGeneric(&c, milliseconds: true, absolute: false) }
+    static func expiretime(_ c: inout CommandContext) { ttlGeneric(&c, milliseconds: false, absolute: true) }
+    static func pexpiretime(_ c: inout CommandContext) { ttlGeneric(&c, milliseconds: true, absolute: true) }
+
+    static func ttlGeneric(_ c: inout CommandContext, milliseconds: Bool, absolute: Bool) {
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        let found = shard.lookup(c.arguments[1], hash: hash, now: c.now).map { shard.entry(at: $0).expiry }
+        shard.lock.unlock()
+        guard let expiry = found else { return c.integer(-2) }
+        guard let expiry else { return c.integer(-1) }
+        let ttl = max(0, absolute ? Int(expiry) : Int(expiry - c.now))
+        c.integer(milliseconds ? ttl : (ttl + 500) / 1000)
+    }
+
+    static func persist(_ c: inout CommandContext) {
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        defer { shard.lock.unlock() }
+        guard let index = shard.lookup(c.arguments[1], hash: hash, now: c.now),
+            shard.entry(at: index).hasExpiry
+        else { return c.integer(0) }
+        shard.setExpiry(at: index, to: nil, hash: hash)
+        c.integer(1)
+    }
+
+    // MARK: renaming and moving
+
+    static func rename(_ c: inout CommandContext) { renameGeneric(&c, nx: false) }
+    static func renamenx(_ c: inout CommandContext) { renameGeneric(&c, nx: true) }
+
+    static func renameGeneric(_ c: inout CommandContext, nx: Bool) {
+        let db = c.database
+        let source = c.arguments[1]
+        let target = c.arguments[2]
+        let sourceHash = c.hash(1)
+        let targetHash = c.hash(2)
+        var shards = ShardSet()
+        shards.insert(Database.shardIndex(for: sourceHash))
+        shards.insert(Database.shardIndex(for: targetHash))
+        shards.lock(in: db)
+        defer { shards.unlock(in: db) }
+        let sourceShard = db.shard(for: sourceHash)
+        let targetShard = db.shard(for: targetHash)
+        guard let sourceIndex = sourceShard.lookup(source, hash: sourceHash, now: c.now) else {
+            return c.error(ReplyError.noSuchKey)
+        }
+        if source.elementsEqual(target) {
+            return nx ? c.integer(0) : c.ok()
+        }
+        let targetIndex = targetShard.lookup(target, hash: targetHash, now: c.now)
+        if nx && targetIndex != nil { return c.integer(0) }
+        // Looking the target up may have reclaimed an expired key in the same shard: find the source again.
+        let entry = sourceShard.entry(at: sourceShard.find(source, hash: sourceHash) ?? sourceIndex)
+        let ttl: Shard.TTLChange = entry.expiry.map { .at($0) } ?? .clear
+        guard targetShard.setValue(target, hash: targetHash, value: entry.value, ttl: ttl, existing: targetIndex)
+        else { return c.error(ReplyError.outOfMemory) }
+        // Setting the target may have moved slots in a shared shard: look the source up again.
+        if let index = sourceShard.find(source, hash: sourceHash) { sourceShard.remove(at: index) }
+        nx ? c.integer(1) : c.ok()
+    }
+
+    static func move(_ c: inout CommandContext) {
+        guard let target = c.integerArgument(2) else { return }
+        guard target >= 0 && target < c.server.keyspace.databases.count && target <= Int(Int32.max) else {
+            return c.error(ReplyError.dbIndexOutOfRange)
+        }
+        guard target != c.session.db else { return c.error(ReplyError.sameObject) }
+        let key = c.arguments[1]
+        let hash = c.hash(1)
+        let from = c.database
+        let to = c.server.keyspace.databases[target]
+        let index = Database.shardIndex(for: hash)
+        // Lock the same shard of both databases in database order.
+        let (first, second) = c.session.db < target ? (from, to) : (to, from)
+        first.shards[index].lock.lock()
+        second.shards[index].lock.lock()
+        defer {
+            second.shards[index].lock.unlock()
+            first.shards[index].lock.unlock()
+        }
+        let sourceShard = from.shards[index]
+        let targetShard = to.shards[index]
+        guard let sourceIndex = sourceShard.lookup(key, hash: hash, now: c.now) else { return c.integer(0) }
+        if targetShard.lookup(key, hash: hash, now: c.now) != nil { return c.integer(0) }
+        let entry = sourceShard.entry(at: sourceIndex)
+        let ttl: Shard.TTLChange = entry.expiry.map { .at($0) } ?? .clear
+        guard targetShard.setValue(key, hash: hash, value: entry.value, ttl: ttl, existing: nil) else {
+            return c.error(ReplyError.outOfMemory)
+        }
+        sourceShard.remove(at: sourceIndex)
+        c.integer(1)
+    }
+
+    // MARK: iteration
+
+    static func randomkey(_ c: inout CommandContext) {
+        let db = c.database
+        var generator = SystemRandomNumberGenerator()
+        // Pick shards at random until one has a live key; give up on an empty database.
+        for _ in 0..<(Keyspace.shardCount * 4) {
+            let shard = db.shards[Int.random(in: 0..<Keyspace.shardCount, using: &generator)]
+            shard.lock.lock()
+            if let index = shard.randomSlot(using: &generator) {
+                let entry = shard.entry(at: index)
+                if let expiry = entry.expiry, expiry <= c.now {
+                    shard.remove(at: index)
+                    shard.expiredKeys &+= 1
+                } else {
+                    c.reply.writeRESPBulkString(entry.key)
+                    shard.lock.unlock()
+                    return
+                }
+            }
+            shard.lock.unlock()
+        }
+        // Sparse database: walk the shards in order.
+        for shard in db.shards {
+            shard.lock.lock()
+            while let index = shard.randomSlot(using: &generator) {
+                let entry = shard.entry(at: index)
+                if let expiry = entry.expiry, expiry <= c.now {
+                    shard.remove(at: index)
+                    shard.expiredKeys &+= 1
+                    continue
+                }
+                c.reply.writeRESPBulkString(entry.key)
+                shard.lock.unlock()
+                return
+            }
+            shard.lock.unlock()
+        }
+        c.null()
+    }
+
+    static func keys(_ c: inout CommandContext) {
+        let pattern = c.arguments[1]
+        let matchAll = pattern.count == 1 && pattern[0] == UInt8(ascii: "*")
+        var matches = ByteBuffer()
+        var count = 0
+        for shard in c.database.shards {
+            shard.lock.lock()
+            shard.forEach { entry in
+                if let expiry = entry.expiry, expiry <= c.now { return }
+                let key = entry.key
+                if matchAll || Glob.matches(pattern: pattern, subject: key) {
+                    matches.writeRESPBulkString(key)
+                    count += 1
+                }
+            }
+            shard.lock.unlock()
+        }
+        c.arrayHeader(count)
+        c.reply.writeBuffer(&matches)
+    }
+
+    static func scan(_ c: inout CommandContext) {
+        guard let cursor = parseCursor(c.arguments[1]) else { return c.error("ERR invalid cursor") }
+        var count = 10
+        var pattern: UnsafeRawBufferPointer?
+        var typeFilter: String?
+        var j = 2
+        while j < c.arguments.count {
+            let remaining = c.arguments.count - j - 1
+            if c.arguments.matches(j, "count") && remaining >= 1 {
+                guard let n = c.integerArgument(j + 1) else { return }
+                guard n >= 1 else { return c.error(ReplyError.syntax) }
+                count = n
+                j += 2
+            } else if c.arguments.matches(j, "match") && remaining >= 1 {
+                pattern = c.arguments[j + 1]
+                j += 2
+            } else if c.arguments.matches(j, "type") && remaining >= 1 {
+                typeFilter = c.arguments.string(j + 1).lowercased()
+                j += 2
+            } else {
+                return c.error(ReplyError.syntax)
+            }
+        }
+        if let p = pattern, p.count == 1, p[0] == UInt8(ascii: "*") { pattern = nil }
+        let wantsStrings = typeFilter.map { $0 == "string" } ?? true
+        let db = c.database
+        var shardIndex = Int(cursor & 0xFF)
+        var shardCursor = cursor >> 8
+        var found = ByteBuffer()
+        var collected = 0
+        var iterations = count * 10
+        repeat {
+            let shard = db.shards[shardIndex]
+            shard.lock.lock()
+            shardCursor = shard.scan(cursor: shardCursor) { entry in
+                if let expiry = entry.expiry, expiry <= c.now { return }
+                guard wantsStrings else { return }
+                if let pattern, !Glob.matches(pattern: pattern, subject: entry.key) { return }
+                found.writeRESPBulkString(entry.key)
+                collected += 1
+            }
+            shard.lock.unlock()
+            if shardCursor == 0 {
+                shardIndex += 1
+                if shardIndex == Keyspace.shardCount { break }
+            }
+            iterations -= 1
+        } while collected < count && iterations > 0
+        let next: UInt64 = shardIndex == Keyspace.shardCount ? 0 : (shardCursor << 8) | UInt64(shardIndex)
+        c.arrayHeader(2)
+        c.bulk(String(next))
+        c.arrayHeader(collected)
+        c.reply.writeBuffer(&found)
+    }
+
+    /// An unsigned 64-bit cursor as Redis's `string2ull` reads it.
+    static func parseCursor(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
+        guard !bytes.isEmpty, bytes.count <= 20 else { return nil }
+        var value: UInt64 = 0
+        for b in bytes {
+            guard b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") else { return nil }
+            let (m, o1) = value.multipliedReportingOverflow(by: 10)
+            let (s, o2) = m.addingReportingOverflow(UInt64(b - UInt8(ascii: "0")))
+            if o1 || o2 { return nil }
+            value = s
+        }
+        return value
+    }
+}

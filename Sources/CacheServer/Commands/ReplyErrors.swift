@@ -1,0 +1,60 @@
+import NIOCore
+import RESP
+
+/// Every error reply the server sends, in Redis 7.0's exact wording. Clients match on these strings.
+package enum ReplyError {
+    package static let syntax: StaticString = "ERR syntax error"
+    package static let notInteger: StaticString = "ERR value is not an integer or out of range"
+    package static let overflow: StaticString = "ERR increment or decrement would overflow"
+    package static let noSuchKey: StaticString = "ERR no such key"
+    package static let dbIndexOutOfRange: StaticString = "ERR DB index is out of range"
+    package static let invalidDBIndex: StaticString = "ERR invalid DB index"
+    package static let sameObject: StaticString = "ERR source and destination objects are the same"
+    package static let wrongType: StaticString = "WRONGTYPE Operation against a key holding the wrong kind of value"
+    package static let stringTooLong: StaticString = "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+    package static let outOfMemory: StaticString = "OOM command not allowed when used memory > 'maxmemory'."
+    package static let noAuth: StaticString = "NOAUTH Authentication required."
+    package static let wrongPass: StaticString =
+        "WRONGPASS invalid username-password pair or user is disabled."
+    package static let authNotConfigured: StaticString =
+        "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
+    package static let expireOptionsNXXX: StaticString =
+        "ERR NX and XX, GT or LT options at the same time are not compatible"
+    package static let expireOptionsGTLT: StaticString = "ERR GT and LT options at the same time are not compatible"
+    package static let noProto: StaticString = "NOPROTO unsupported protocol version"
+
+    /// `ERR wrong number of arguments for 'name' command`
+    package static func wrongArity(_ name: String) -> String {
+        "ERR wrong number of arguments for '\(name)' command"
+    }
+
+    /// `ERR invalid expire time in 'name' command`
+    package static func invalidExpire(_ name: String) -> String {
+        "ERR invalid expire time in '\(name)' command"
+    }
+
+    /// `ERR unknown subcommand 'x'. Try NAME HELP.`
+    package static func unknownSubcommand(_ sub: String, of command: String) -> String {
+        "ERR unknown subcommand '\(sub.prefix(128))'. Try \(command.uppercased()) HELP."
+    }
+
+    /// `ERR unknown command 'x', with args beginning with: 'a' 'b' `, as Redis previews the arguments.
+    package static func unknownCommand(_ arguments: Arguments) -> String {
+        var preview = ""
+        var i = 1
+        while i < arguments.count && preview.utf8.count < 128 {
+            let room = 128 - preview.utf8.count
+            preview += "'" + cString(arguments, i, limit: room) + "' "
+            i += 1
+        }
+        return "ERR unknown command '\(cString(arguments, 0, limit: 128))', with args beginning with: \(preview)"
+    }
+
+    /// Argument `index` as C's `%.Ns` prints it: cut at a NUL byte and at `limit` bytes.
+    private static func cString(_ arguments: Arguments, _ index: Int, limit: Int) -> String {
+        let bytes = arguments[index]
+        var end = 0
+        while end < bytes.count && end < limit && bytes[end] != 0 { end += 1 }
+        return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<end]), as: UTF8.self)
+    }
+}

@@ -1,0 +1,317 @@
+import CacheCore
+import Foundation
+import NIOCore
+import RESP
+
+/// Server commands: INFO, TIME, MONITOR, SHUTDOWN, COMMAND.
+package enum ServerCommands {
+    static func time(_ c: inout CommandContext) {
+        let micros = c.server.clock.nowMicroseconds()
+        c.arrayHeader(2)
+        c.bulk(String(micros / 1_000_000))
+        c.bulk(String(micros % 1_000_000))
+    }
+
+    static func monitor(_ c: inout CommandContext) {
+        c.session.isMonitor = true
+        c.ok()
+    }
+
+    static func shutdown(_ c: inout CommandContext) {
+        var request = ShutdownRequest(save: nil, now: false, force: false)
+        for j in 1..<c.arguments.count {
+            if c.arguments.matches(j, "nosave") {
+                request.save = false
+            } else if c.arguments.matches(j, "save") {
+                request.save = true
+            } else if c.arguments.matches(j, "now") {
+                request.now = true
+            } else if c.arguments.matches(j, "force") {
+                request.force = true
+            } else if c.arguments.matches(j, "abort") && c.arguments.count == 2 {
+                return c.error("ERR No shutdown in progress.")
+            } else {
+                return c.error(ReplyError.syntax)
+            }
+        }
+        c.server.logger.notice("User requested shutdown...")
+        if !c.server.requestShutdown(request) {
+            c.error("ERR Errors trying to SHUTDOWN. Check logs.")
+        }
+        // On success Redis sends no reply: the connection closes.
+        c.session.closeAfterReply = true
+    }
+
+    // MARK: INFO
+
+    static let defaultSections = ["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "keyspace"]
+
+    static func info(_ c: inout CommandContext) {
+        var wanted = Set<String>()
+        for j in 1..<c.arguments.count { wanted.insert(c.arguments.string(j).lowercased()) }
+        let all = wanted.contains("all") || wanted.contains("everything")
+        let sections = wanted.isEmpty || wanted.contains("default") || all
+            ? defaultSections : defaultSections.filter { wanted.contains($0) }
+        var text = ""
+        for section in sections {
+            if !text.isEmpty { text += "\r\n" }
+            text += infoSection(section, server: c.server, now: c.now)
+        }
+        c.reply.writeRESPVerbatim(text, c.version)
+    }
+
+    static func infoSection(_ name: String, server: ServerState, now: Int64) -> String {
+        var lines: [String] = []
+        let config = server.config
+        switch name {
+        case "server":
+            let uptime = (now - server.startTime) / 1000
+            lines = [
+                "# Server",
+                "redis_version:\(ConnectionCommands.compatibleRedisVersion)",
+                "cached_version:\(CacheServerVersion.current)",
+                "redis_mode:standalone",
+                "os:\(operatingSystem())",
+                "arch_bits:64",
+                "multiplexing_api:epoll",
+                "process_id:\(ProcessInfo.processInfo.processIdentifier)",
+                "run_id:\(server.runID)",
+                "tcp_port:\(config.port)",
+                "server_time_usec:\(server.clock.nowMicroseconds())",
+                "uptime_in_seconds:\(uptime)",
+                "uptime_in_days:\(uptime / 86400)",
+                "hz:\(config.hz)",
+                "configured_hz:\(config.hz)",
+                "io_threads_active:\(config.ioThreads > 1 ? 1 : 0)",
+                "executable:\(CommandLine.arguments.first ?? "")",
+            ]
+        case "clients":
+            lines = [
+                "# Clients",
+                "connected_clients:\(server.clients.count)",
+                "maxclients:\(config.maxClients)",
+                "blocked_clients:0",
+                "tracking_clients:0",
+            ]
+        case "memory":
+            let used = server.keyspace.usedBytes
+            let rss = residentBytes()
+            lines = [
+                "# Memory",
+                "used_memory:\(used)",
+                "used_memory_human:\(humanBytes(used))",
+                "used_memory_rss:\(rss)",
+                "used_memory_rss_human:\(humanBytes(rss))",
+                "maxmemory:0",
+                "maxmemory_human:0B",
+                "maxmemory_policy:noeviction",
+                "mem_fragmentation_ratio:\(used > 0 ? String(format: "%.2f", Double(rss) / Double(used)) : "0.00")",
+                "mem_allocator:libc",
+            ]
+        case "persistence":
+            lines = [
+                "# Persistence",
+                "loading:0",
+                "rdb_changes_since_last_save:0",
+                "rdb_bgsave_in_progress:0",
+                "rdb_last_save_time:\(server.startTime / 1000)",
+                "rdb_last_bgsave_status:ok",
+                "aof_enabled:0",
+                "aof_rewrite_in_progress:0",
+            ]
+        case "stats":
+            let totals = shardTotals(server)
+            let base = server.stats.baseline.withLock { $0 }
+            let commands = totalCommands(server) - base.commands
+            lines = [
+                "# Stats",
+                "total_connections_received:\(server.stats.connectionsReceived.load(ordering: .relaxed))",
+                "total_commands_processed:\(commands)",
+                "instantaneous_ops_per_sec:\(server.stats.instantaneousOpsPerSecond.load(ordering: .relaxed))",
+                "total_net_input_bytes:\(server.stats.netInputBytes.load(ordering: .relaxed))",
+                "total_net_output_bytes:\(server.stats.netOutputBytes.load(ordering: .relaxed))",
+                "rejected_connections:\(server.stats.rejectedConnections.load(ordering: .relaxed))",
+                "expired_keys:\(totals.expired - base.expired)",
+                "evicted_keys:0",
+                "keyspace_hits:\(totals.hits - base.hits)",
+                "keyspace_misses:\(totals.misses - base.misses)",
+                "pubsub_channels:0",
+                "pubsub_patterns:0",
+            ]
+        case "replication":
+            lines = ["# Replication", "role:master", "connected_slaves:0", "master_repl_offset:0"]
+        case "cpu":
+            var usage = rusage()
+            getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+            func seconds(_ t: timeval) -> String { String(format: "%.6f", Double(t.tv_sec) + Double(t.tv_usec) / 1e6) }
+            lines = ["# CPU", "used_cpu_sys:\(seconds(usage.ru_stime))", "used_cpu_user:\(seconds(usage.ru_utime))"]
+        case "keyspace":
+            lines = ["# Keyspace"]
+            for (i, db) in server.keyspace.databases.enumerated() {
+                let s = db.statistics(now: now)
+                if s.keys > 0 { lines.append("db\(i):keys=\(s.keys),expires=\(s.expires),avg_ttl=\(s.averageTTL)") }
+            }
+        default:
+            return ""
+        }
+        return lines.joined(separator: "\r\n") + "\r\n"
+    }
+
+    static func shardTotals(_ server: ServerState) -> (hits: Int, misses: Int, expired: Int) {
+        var totals = (hits: 0, misses: 0, expired: 0)
+        for db in server.keyspace.databases {
+            for shard in db.shards {
+                shard.lock.lock()
+                totals.hits += shard.hits
+                totals.misses += shard.misses
+                totals.expired += shard.expiredKeys
+                shard.lock.unlock()
+            }
+        }
+        return totals
+    }
+
+    static func totalCommands(_ server: ServerState) -> Int {
+        server.stats.commandsOfClosedClients.load(ordering: .relaxed)
+            + server.clients.all.reduce(0) { $0 + $1.commandsProcessed }
+    }
+
+    /// CONFIG RESETSTAT: the counters INFO reports start again from zero.
+    static func resetStatistics(_ server: ServerState) {
+        let totals = shardTotals(server)
+        let commands = totalCommands(server)
+        server.stats.baseline.withLock { $0 = (totals.hits, totals.misses, totals.expired, commands) }
+        server.stats.connectionsReceived.store(0, ordering: .relaxed)
+        server.stats.rejectedConnections.store(0, ordering: .relaxed)
+        server.stats.netInputBytes.store(0, ordering: .relaxed)
+        server.stats.netOutputBytes.store(0, ordering: .relaxed)
+    }
+
+    static func residentBytes() -> Int {
+        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = statm.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    static func humanBytes(_ bytes: Int) -> String {
+        let d = Double(bytes)
+        if d < 1024 { return "\(bytes)B" }
+        if d < 1024 * 1024 { return String(format: "%.2fK", d / 1024) }
+        if d < 1024 * 1024 * 1024 { return String(format: "%.2fM", d / 1024 / 1024) }
+        return String(format: "%.2fG", d / 1024 / 1024 / 1024)
+    }
+
+    static func operatingSystem() -> String {
+        var u = utsname()
+        uname(&u)
+        func field<T>(_ value: T) -> String {
+            withUnsafeBytes(of: value) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        }
+        return "\(field(u.sysname)) \(field(u.release)) \(field(u.machine))"
+    }
+
+    // MARK: COMMAND
+
+    static func command(_ c: inout CommandContext) {
+        let a = c.arguments
+        let table = c.server.commands.commands
+        if a.count == 1 {
+            c.arrayHeader(table.count)
+            for spec in table { writeInfo(&c, spec) }
+        } else if a.matches(1, "count") && a.count == 2 {
+            c.integer(table.count)
+        } else if a.matches(1, "list") {
+            // FILTERBY is accepted only in its simplest form.
+            if a.count > 2 && !(a.count == 5 && a.matches(2, "filterby")) { return c.error(ReplyError.syntax) }
+            var names = table.map(\.name)
+            if a.count == 5 {
+                let value = a.string(4).lowercased()
+                if a.matches(3, "aclcat") {
+                    names = table.filter { $0.categories.contains(value) }.map(\.name)
+                } else if a.matches(3, "pattern") {
+                    names = names.filter { Glob.matches(pattern: Array(value.utf8), subject: Array($0.utf8), caseInsensitive: true) }
+                } else if !a.matches(3, "module") {
+                    return c.error(ReplyError.syntax)
+                } else {
+                    names = []
+                }
+            }
+            c.arrayHeader(names.count)
+            for name in names { c.bulk(name) }
+        } else if a.matches(1, "info") {
+            if a.count == 2 {
+                c.arrayHeader(table.count)
+                for spec in table { writeInfo(&c, spec) }
+                return
+            }
+            c.arrayHeader(a.count - 2)
+            for j in 2..<a.count {
+                if let spec = c.server.commands.lookup(a[j]).map({ table[$0] }) { writeInfo(&c, spec) } else { c.reply.writeRESPNullArray(c.version) }
+            }
+        } else if a.matches(1, "docs") {
+            let specs = a.count == 2 ? table : (2..<a.count).compactMap { c.server.commands.lookup(a[$0]).map { table[$0] } }
+            c.reply.writeRESPMapHeader(specs.count, c.version)
+            for spec in specs { writeDocs(&c, spec) }
+        } else if a.matches(1, "help") && a.count == 2 {
+            ConnectionCommands.help(&c, "COMMAND", [
+                "(no subcommand)", "    Return details about all Redis commands.",
+                "COUNT", "    Return the total number of commands in this Redis server.",
+                "LIST", "    Return a list of all commands in this Redis server.",
+                "INFO [<command-name> ...]",
+                "    Return details about multiple Redis commands.",
+                "    If no command names are given, documentation details for all",
+                "    commands are returned.",
+                "DOCS [<command-name> ...]",
+                "    Return documentation details about multiple Redis commands.",
+                "    If no command names are given, documentation details for all",
+                "    commands are returned.",
+            ])
+        } else {
+            ConnectionCommands.subcommandError(&c)
+        }
+    }
+
+    /// One command's COMMAND INFO entry, in Redis 7's ten-field layout.
+    static func writeInfo(_ c: inout CommandContext, _ spec: CommandSpec, parent: String? = nil) {
+        c.arrayHeader(10)
+        c.bulk(parent.map { "\($0)|\(spec.name)" } ?? spec.name)
+        c.integer(spec.arity)
+        let flags = spec.flags.names
+        c.reply.writeRESPSetHeader(flags.count, c.version)
+        for flag in flags { c.reply.writeRESPSimpleString(flag) }
+        c.integer(spec.firstKey)
+        c.integer(spec.lastKey)
+        c.integer(spec.keyStep)
+        c.reply.writeRESPSetHeader(spec.categories.count, c.version)
+        for category in spec.categories { c.reply.writeRESPSimpleString("@" + category) }
+        c.arrayHeader(0)  // tips
+        c.arrayHeader(0)  // key specifications
+        c.arrayHeader(spec.subcommands.count)
+        for sub in spec.subcommands { writeInfo(&c, sub, parent: spec.name) }
+    }
+
+    static func writeDocs(_ c: inout CommandContext, _ spec: CommandSpec, parent: String? = nil) {
+        c.bulk(parent.map { "\($0)|\(spec.name)" } ?? spec.name)
+        let hasSubcommands = !spec.subcommands.isEmpty
+        c.reply.writeRESPMapHeader(hasSubcommands ? 5 : 4, c.version)
+        c.bulk("summary")
+        c.bulk(spec.summary)
+        c.bulk("since")
+        c.bulk(spec.since)
+        c.bulk("group")
+        c.bulk(spec.group)
+        c.bulk("complexity")
+        c.bulk(spec.complexity)
+        if hasSubcommands {
+            c.bulk("subcommands")
+            c.reply.writeRESPMapHeader(spec.subcommands.count, c.version)
+            for sub in spec.subcommands { writeDocs(&c, sub, parent: spec.name) }
+        }
+    }
+}
+
+/// The version of this server.
+package enum CacheServerVersion {
+    package static let current = "0.1.0"
+}

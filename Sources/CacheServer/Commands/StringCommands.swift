@@ -1,0 +1,383 @@
+import CacheCore
+import NIOCore
+import RESP
+
+/// String commands: GET, SET and their relatives, counters, ranges.
+package enum StringCommands {
+    // MARK: reading
+
+    static func get(_ c: inout CommandContext) {
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        if let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) {
+            shard.hits &+= 1
+            shard.touch(index)
+            c.reply.writeRESPBulkString(shard.entry(at: index).value)
+        } else {
+            shard.misses &+= 1
+            c.null()
+        }
+        shard.lock.unlock()
+    }
+
+    static func strlen(_ c: inout CommandContext) {
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        let length = shard.lookup(c.arguments[1], hash: hash, now: c.now).map { shard.entry(at: $0).value.count }
+        shard.lock.unlock()
+        c.integer(length ?? 0)
+    }
+
+    static func getrange(_ c: inout CommandContext) {
+        guard var start = c.integerArgument(2), var end = c.integerArgument(3) else { return }
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        defer { shard.lock.unlock() }
+        guard let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) else {
+            shard.misses &+= 1
+            c.reply.writeStaticString("$0\r\n\r\n")
+            return
+        }
+        shard.hits &+= 1
+        let value = shard.entry(at: index).value
+        let length = value.count
+        if start < 0 && end < 0 && start > end {
+            c.reply.writeStaticString("$0\r\n\r\n")
+            return
+        }
+        if start < 0 { start = length &+ start }
+        if end < 0 { end = length &+ end }
+        if start < 0 { start = 0 }
+        if end < 0 { end = 0 }
+        if end >= length { end = length - 1 }
+        if start > end || length == 0 {
+            c.reply.writeStaticString("$0\r\n\r\n")
+        } else {
+            c.bulk(UnsafeRawBufferPointer(rebasing: value[start...end]))
+        }
+    }
+
+    static func mget(_ c: inout CommandContext) {
+        let db = c.database
+        var shards = ShardSet()
+        for i in 1..<c.arguments.count { shards.insert(Database.shardIndex(for: c.hash(i))) }
+        shards.lock(in: db)
+        c.arrayHeader(c.arguments.count - 1)
+        for i in 1..<c.arguments.count {
+            let hash = c.hash(i)
+            let shard = db.shard(for: hash)
+            if let index = shard.lookup(c.arguments[i], hash: hash, now: c.now) {
+                shard.hits &+= 1
+                shard.touch(index)
+                c.reply.writeRESPBulkString(shard.entry(at: index).value)
+            } else {
+                shard.misses &+= 1
+                c.null()
+            }
+        }
+        shards.unlock(in: db)
+    }
+
+    // MARK: writing
+
+    /// SET's options, parsed as Redis's `parseExtendedStringArgumentsOrReply` does.
+    struct ExtendedOptions {
+        var nx = false
+        var xx = false
+        var get = false
+        var keepTTL = false
+        var persist = false
+        /// 0 none, 1 EX, 2 PX, 3 EXAT, 4 PXAT; `expireArgument` is the argument index of its value.
+        var expireKind = 0
+        var expireArgument = 0
+    }
+
+    enum OptionsMode { case set, getex }
+
+    static func parseOptions(_ c: inout CommandContext, from first: Int, mode: OptionsMode) -> ExtendedOptions? {
+        var o = ExtendedOptions()
+        var j = first
+        let a = c.arguments
+        while j < a.count {
+            let hasNext = j + 1 < a.count
+            if a.matches(j, "nx") && !o.xx && mode == .set {
+                o.nx = true
+            } else if a.matches(j, "xx") && !o.nx && mode == .set {
+                o.xx = true
+            } else if a.matches(j, "get") && mode == .set {
+                o.get = true
+            } else if a.matches(j, "keepttl") && !o.persist && o.expireKind == 0 && mode == .set {
+                o.keepTTL = true
+            } else if a.matches(j, "persist") && mode == .getex && o.expireKind == 0 && !o.keepTTL {
+                o.persist = true
+            } else if a.matches(j, "ex") && !o.keepTTL && !o.persist && (o.expireKind == 0 || o.expireKind == 1)
+                && hasNext
+            {
+                o.expireKind = 1
+                o.expireArgument = j + 1
+                j += 1
+            } else if a.matches(j, "px") && !o.keepTTL && !o.persist && (o.expireKind == 0 || o.expireKind == 2)
+                && hasNext
+            {
+                o.expireKind = 2
+                o.expireArgument = j + 1
+                j += 1
+            } else if a.matches(j, "exat") && !o.keepTTL && !o.persist && (o.expireKind == 0 || o.expireKind == 3)
+                && hasNext
+            {
+                o.expireKind = 3
+                o.expireArgument = j + 1
+                j += 1
+            } else if a.matches(j, "pxat") && !o.keepTTL && !o.persist && (o.expireKind == 0 || o.expireKind == 4)
+                && hasNext
+            {
+                o.expireKind = 4
+                o.expireArgument = j + 1
+                j += 1
+            } else {
+                c.error(ReplyError.syntax)
+                return nil
+            }
+            j += 1
+        }
+        return o
+    }
+
+    /// The absolute expiry in ms for an EX/PX/EXAT/PXAT value, or nil after replying with Redis's error.
+    static func absoluteExpiry(_ c: inout CommandContext, argument: Int, kind: Int) -> Int64? {
+        guard let raw = c.integerArgument(argument) else { return nil }
+        let seconds = kind == 1 || kind == 3
+        if raw <= 0 || (seconds && raw > Int.max / 1000) {
+            c.error(ReplyError.invalidExpire(c.commandName))
+            return nil
+        }
+        var ms = seconds ? raw * 1000 : raw
+        if kind == 1 || kind == 2 {
+            let (sum, overflow) = ms.addingReportingOverflow(Int(c.now))
+            // Redis adds without an overflow check and rejects the negative result.
+            ms = overflow ? -1 : sum
+        }
+        if ms <= 0 {
+            c.error(ReplyError.invalidExpire(c.commandName))
+            return nil
+        }
+        return Int64(ms)
+    }
+
+    static func set(_ c: inout CommandContext) {
+        guard let options = parseOptions(&c, from: 3, mode: .set) else { return }
+        var expiry: Int64?
+        if options.expireKind != 0 {
+            guard let e = absoluteExpiry(&c, argument: options.expireArgument, kind: options.expireKind) else { return }
+            expiry = e
+        }
+        let ttl: Shard.TTLChange = expiry.map { .at($0) } ?? (options.keepTTL ? .keep : .clear)
+        setGeneric(&c, value: 2, ttl: ttl, nx: options.nx, xx: options.xx, get: options.get, okReply: nil)
+    }
+
+    /// The shared body of SET, SETNX, SETEX and PSETEX. `okReply` replaces +OK / nil with :1 / :0 (SETNX).
+    static func setGeneric(
+        _ c: inout CommandContext, value: Int, ttl: Shard.TTLChange, nx: Bool, xx: Bool, get: Bool, okReply: Bool?
+    ) {
+        let key = c.arguments[1]
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        defer { shard.lock.unlock() }
+        let existing = shard.lookup(key, hash: hash, now: c.now)
+        if get {
+            if let index = existing {
+                c.reply.writeRESPBulkString(shard.entry(at: index).value)
+            } else {
+                c.null()
+            }
+        }
+        if (nx && existing != nil) || (xx && existing == nil) {
+            if !get {
+                if okReply != nil { c.integer(0) } else { c.null() }
+            }
+            return
+        }
+        guard shard.setValue(key, hash: hash, value: c.arguments[value], ttl: ttl, existing: existing) else {
+            if !get { c.error(ReplyError.outOfMemory) }
+            return
+        }
+        if !get {
+            if okReply != nil { c.integer(1) } else { c.ok() }
+        }
+    }
+
+    static func setnx(_ c: inout CommandContext) {
+        setGeneric(&c, value: 2, ttl: .clear, nx: true, xx: false, get: false, okReply: true)
+    }
+
+    static func setex(_ c: inout CommandContext) {
+        guard let expiry = absoluteExpiry(&c, argument: 2, kind: 1) else { return }
+        setGeneric(&c, value: 3, ttl: .at(expiry), nx: false, xx: false, get: false, okReply: nil)
+    }
+
+    static func psetex(_ c: inout CommandContext) {
+        guard let expiry = absoluteExpiry(&c, argument: 2, kind: 2) else { return }
+        setGeneric(&c, value: 3, ttl: .at(expiry), nx: false, xx: false, get: false, okReply: nil)
+    }
+
+    static func getset(_ c: inout CommandContext) {
+        setGeneric(&c, value: 2, ttl: .clear, nx: false, xx: false, get: true, okReply: nil)
+    }
+
+    static func getdel(_ c: inout CommandContext) {
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        if let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) {
+            shard.hits &+= 1
+            c.reply.writeRESPBulkString(shard.entry(at: index).value)
+            shard.remove(at: index)
+        } else {
+            shard.misses &+= 1
+            c.null()
+        }
+        shard.lock.unlock()
+    }
+
+    static func getex(_ c: inout CommandContext) {
+        guard let options = parseOptions(&c, from: 2, mode: .getex) else { return }
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        defer { shard.lock.unlock() }
+        guard let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) else {
+            shard.misses &+= 1
+            c.null()
+            return
+        }
+        shard.hits &+= 1
+        var expiry: Int64?
+        if options.expireKind != 0 {
+            guard let e = absoluteExpiry(&c, argument: options.expireArgument, kind: options.expireKind) else { return }
+            expiry = e
+        }
+        c.reply.writeRESPBulkString(shard.entry(at: index).value)
+        if let expiry {
+            if (options.expireKind == 3 || options.expireKind == 4) && expiry <= c.now {
+                shard.remove(at: index)
+            } else {
+                shard.setExpiry(at: index, to: expiry, hash: hash)
+            }
+        } else if options.persist {
+            shard.setExpiry(at: index, to: nil, hash: hash)
+        }
+    }
+
+    static func mset(_ c: inout CommandContext) {
+        msetGeneric(&c, onlyIfNoneExist: false)
+    }
+
+    static func msetnx(_ c: inout CommandContext) {
+        msetGeneric(&c, onlyIfNoneExist: true)
+    }
+
+    static func msetGeneric(_ c: inout CommandContext, onlyIfNoneExist: Bool) {
+        guard c.arguments.count % 2 == 1 else {
+            c.wrongArity()
+            return
+        }
+        let db = c.database
+        var shards = ShardSet()
+        for i in stride(from: 1, to: c.arguments.count, by: 2) { shards.insert(Database.shardIndex(for: c.hash(i))) }
+        shards.lock(in: db)
+        defer { shards.unlock(in: db) }
+        if onlyIfNoneExist {
+            for i in stride(from: 1, to: c.arguments.count, by: 2) {
+                let hash = c.hash(i)
+                if db.shard(for: hash).lookup(c.arguments[i], hash: hash, now: c.now) != nil {
+                    c.integer(0)
+                    return
+                }
+            }
+        }
+        for i in stride(from: 1, to: c.arguments.count, by: 2) {
+            let hash = c.hash(i)
+            let shard = db.shard(for: hash)
+            let existing = shard.lookup(c.arguments[i], hash: hash, now: c.now)
+            guard shard.setValue(c.arguments[i], hash: hash, value: c.arguments[i + 1], ttl: .clear, existing: existing)
+            else {
+                c.error(ReplyError.outOfMemory)
+                return
+            }
+        }
+        if onlyIfNoneExist { c.integer(1) } else { c.ok() }
+    }
+
+    static func append(_ c: inout CommandContext) {
+        let key = c.arguments[1]
+        let suffix = c.arguments[2]
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        defer { shard.lock.unlock() }
+        let existing = shard.lookup(key, hash: hash, now: c.now)
+        let old = existing.map { shard.entry(at: $0).value } ?? UnsafeRawBufferPointer(start: nil, count: 0)
+        let total = old.count + suffix.count
+        if existing != nil && total > c.server.config.protoMaxBulkLength {
+            c.error(ReplyError.stringTooLong)
+            return
+        }
+        let stored = shard.rewriteValue(key, hash: hash, existing: existing, count: total) { out in
+            if old.count > 0 { out.baseAddress!.copyMemory(from: old.baseAddress!, byteCount: old.count) }
+            if suffix.count > 0 { (out.baseAddress! + old.count).copyMemory(from: suffix.baseAddress!, byteCount: suffix.count) }
+        }
+        if stored { c.integer(total) } else { c.error(ReplyError.outOfMemory) }
+    }
+
+    // MARK: counters
+
+    static func incr(_ c: inout CommandContext) { incrBy(&c, 1) }
+    static func decr(_ c: inout CommandContext) { incrBy(&c, -1) }
+
+    static func incrby(_ c: inout CommandContext) {
+        guard let by = c.integerArgument(2) else { return }
+        incrBy(&c, by)
+    }
+
+    static func decrby(_ c: inout CommandContext) {
+        guard let by = c.integerArgument(2) else { return }
+        guard by != Int.min else {
+            c.error("ERR decrement would overflow")
+            return
+        }
+        incrBy(&c, -by)
+    }
+
+    static func incrBy(_ c: inout CommandContext, _ increment: Int) {
+        let key = c.arguments[1]
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        defer { shard.lock.unlock() }
+        let existing = shard.lookup(key, hash: hash, now: c.now)
+        var value = 0
+        if let index = existing {
+            guard let current = RESPInteger.parse(shard.entry(at: index).value) else {
+                c.error(ReplyError.notInteger)
+                return
+            }
+            value = current
+        }
+        let (result, overflow) = value.addingReportingOverflow(increment)
+        guard !overflow else {
+            c.error(ReplyError.overflow)
+            return
+        }
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        let stored = withUnsafeMutableBytes(of: &digits) { raw -> Bool in
+            let n = RESPInteger.format(result, into: raw.baseAddress!)
+            let text = UnsafeRawBufferPointer(rebasing: raw[0..<n])
+            return shard.setValue(key, hash: hash, value: text, ttl: .keep, existing: existing)
+        }
+        if stored { c.integer(result) } else { c.error(ReplyError.outOfMemory) }
+    }
+}

@@ -1,0 +1,89 @@
+import CacheCore
+import NIOCore
+import RESP
+import Synchronization
+
+/// The state of one client connection.
+///
+/// Fields without a lock are touched only by the connection's own event loop. What other connections read
+/// (CLIENT LIST, INFO) is kept in atomics or behind ``sharedLock``.
+package final class ClientSession: @unchecked Sendable {
+    package let id: Int
+    package let remoteAddress: String
+    package let localAddress: String
+    package let createdAt: Int64
+    package let isLocal: Bool
+
+    // Owned by the connection's event loop.
+    package var protocolVersion: RESPVersion = .resp2
+    package var authenticated: Bool
+    package var noEvict = false
+    package var noTouch = false
+    /// Set by QUIT and CLIENT KILL of oneself: the connection closes once the reply is written.
+    package var closeAfterReply = false
+    package var isMonitor = false
+
+    // Read by other connections.
+    private let databaseIndex = Atomic<Int>(0)
+    private let lastInteraction: Atomic<Int64>
+    private let lastCommand = Atomic<Int>(-1)
+    private let commands = Atomic<Int>(0)
+    private let sharedLock = Mutex<String?>(nil)
+    /// The connection, when there is one (tests drive sessions without a network).
+    private let channel: (any Channel)?
+
+    package init(
+        id: Int,
+        remoteAddress: String,
+        localAddress: String,
+        isLocal: Bool,
+        now: Int64,
+        authenticated: Bool,
+        channel: (any Channel)?
+    ) {
+        self.id = id
+        self.remoteAddress = remoteAddress
+        self.localAddress = localAddress
+        self.isLocal = isLocal
+        self.createdAt = now
+        self.authenticated = authenticated
+        self.lastInteraction = Atomic(now)
+        self.channel = channel
+    }
+
+    /// Closes the connection now, from any thread (CLIENT KILL).
+    package func close() {
+        channel?.close(promise: nil)
+    }
+
+    /// Flushes what was written to the connection, then closes it (server shutdown).
+    package func closeGracefully() -> EventLoopFuture<Void>? {
+        guard let channel else { return nil }
+        return channel.writeAndFlush(ByteBuffer()).flatMap { channel.close() }.recover { _ in }
+    }
+
+    /// The selected database.
+    @inline(__always)
+    package var db: Int {
+        get { databaseIndex.load(ordering: .relaxed) }
+        set { databaseIndex.store(newValue, ordering: .relaxed) }
+    }
+
+    /// The name set by CLIENT SETNAME or HELLO SETNAME.
+    package var name: String? {
+        get { sharedLock.withLock { $0 } }
+        set { sharedLock.withLock { $0 = newValue } }
+    }
+
+    /// Records a command about to run (for CLIENT LIST's `cmd`, `idle` and INFO's counters).
+    @inline(__always)
+    package func noteCommand(_ index: Int, now: Int64) {
+        lastCommand.store(index, ordering: .relaxed)
+        lastInteraction.store(now, ordering: .relaxed)
+        commands.store(commands.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+    }
+
+    package var lastCommandIndex: Int { lastCommand.load(ordering: .relaxed) }
+    package var lastInteractionTime: Int64 { lastInteraction.load(ordering: .relaxed) }
+    package var commandsProcessed: Int { commands.load(ordering: .relaxed) }
+}

@@ -1,0 +1,208 @@
+import CacheCore
+import Logging
+import NIOCore
+import RESP
+
+/// One client connection: parses commands straight out of the receive buffer, runs each on the event loop,
+/// appends its reply, and flushes once per read burst.
+final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let server: ServerState
+    private var session: ClientSession?
+    private var parser = RESPRequestParser()
+    /// Bytes of a command that has not arrived whole yet.
+    private var pending: ByteBuffer?
+    private var output: ByteBuffer
+    private var closing = false
+    private var limits: RESPRequestLimits
+    private var queryBufferLimit: Int
+
+    /// Replies are handed to the channel once they pass this size, even in the middle of a read burst.
+    private static let writeThreshold = 64 * 1024
+
+    init(server: ServerState) {
+        self.server = server
+        self.output = ByteBuffer()
+        self.limits = server.requestLimits
+        self.queryBufferLimit = server.config.clientQueryBufferLimit
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let channel = context.channel
+        let remote = channel.remoteAddress.map(Self.describe) ?? "?:0"
+        let local = channel.localAddress.map(Self.describe) ?? "?:0"
+        let isLocal = remote.hasPrefix("127.") || remote.hasPrefix("[::1]") || remote.hasPrefix("::1") || remote.hasPrefix("unix")
+        let config = server.config
+        let session = ClientSession(
+            id: server.clients.makeID(),
+            remoteAddress: remote,
+            localAddress: local,
+            isLocal: isLocal,
+            now: server.clock.nowMilliseconds(),
+            authenticated: config.requirePass.isEmpty,
+            channel: channel
+        )
+        self.session = session
+        output = context.channel.allocator.buffer(capacity: 4096)
+        server.stats.connectionsReceived.wrappingAdd(1, ordering: .relaxed)
+        if server.clients.count >= config.maxClients {
+            server.stats.rejectedConnections.wrappingAdd(1, ordering: .relaxed)
+            var reply = context.channel.allocator.buffer(capacity: 64)
+            reply.writeRESPError("ERR max number of clients reached")
+            closing = true
+            context.writeAndFlush(wrapOutboundOut(reply)).whenComplete { _ in context.close(promise: nil) }
+            return
+        }
+        server.clients.add(session)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if let session {
+            server.clients.remove(session.id)
+            server.monitors.remove(id: session.id)
+            server.stats.commandsOfClosedClients.wrappingAdd(session.commandsProcessed, ordering: .relaxed)
+        }
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var incoming = unwrapInboundIn(data)
+        guard !closing, let session else { return }
+        server.stats.netInputBytes.wrappingAdd(incoming.readableBytes, ordering: .relaxed)
+        if var buffer = pending {
+            pending = nil
+            buffer.writeBuffer(&incoming)
+            process(&buffer, session: session, context: context)
+        } else {
+            process(&incoming, session: session, context: context)
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        flush(context: context)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        server.logger.debug("client connection error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    // MARK: the command loop
+
+    private enum Step {
+        case consumed(Int)
+        case needMore
+        case failed(RESPProtocolError)
+    }
+
+    private func process(_ buffer: inout ByteBuffer, session: ClientSession, context: ChannelHandlerContext) {
+        let now = server.clock.nowMilliseconds()
+        while buffer.readableBytes > 0 && !closing {
+            let step = buffer.withUnsafeReadableBytes { bytes -> Step in
+                do throws(RESPProtocolError) {
+                    switch try parser.parse(bytes, limits: limits, authenticated: session.authenticated) {
+                    case .command(let consumed, let isInline):
+                        run(bytes, isInline: isInline, session: session, now: now)
+                        return .consumed(consumed)
+                    case .skip(let consumed):
+                        return .consumed(consumed)
+                    case .incomplete:
+                        return .needMore
+                    }
+                } catch {
+                    return .failed(error)
+                }
+            }
+            switch step {
+            case .consumed(let n):
+                buffer.moveReaderIndex(forwardBy: n)
+                afterCommand(session: session, context: context)
+            case .needMore:
+                keepPending(&buffer, context: context)
+                return
+            case .failed(let error):
+                output.writeRESPError(error.message)
+                server.logger.debug("protocol error from client", metadata: ["client": "\(session.remoteAddress)", "error": "\(error.message)"])
+                closeAfterFlush(context: context)
+                return
+            }
+        }
+    }
+
+    @inline(__always)
+    private func run(_ bytes: UnsafeRawBufferPointer, isInline: Bool, session: ClientSession, now: Int64) {
+        parser.arguments.withUnsafeBufferPointer { spans in
+            if isInline {
+                parser.inlineStorage.withUnsafeBytes { storage in
+                    let arguments = Arguments(base: storage.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, spans: spans)
+                    CommandExecutor.execute(arguments, session: session, server: server, now: now, reply: &output)
+                }
+            } else {
+                let arguments = Arguments(base: bytes.baseAddress!, spans: spans)
+                CommandExecutor.execute(arguments, session: session, server: server, now: now, reply: &output)
+            }
+        }
+    }
+
+    @inline(__always)
+    private func afterCommand(session: ClientSession, context: ChannelHandlerContext) {
+        if session.isMonitor && !registeredMonitor {
+            registeredMonitor = true
+            server.monitors.add(id: session.id, channel: context.channel)
+        }
+        if session.closeAfterReply {
+            closeAfterFlush(context: context)
+        } else if output.readableBytes >= Self.writeThreshold {
+            write(context: context)
+        }
+    }
+
+    private var registeredMonitor = false
+
+    private func keepPending(_ buffer: inout ByteBuffer, context: ChannelHandlerContext) {
+        if buffer.readableBytes > queryBufferLimit {
+            server.logger.warning(
+                "Closing client that reached max query buffer length",
+                metadata: ["client": "\(session?.remoteAddress ?? "?")", "qbuf": "\(buffer.readableBytes)"])
+            closing = true
+            context.close(promise: nil)
+            return
+        }
+        if buffer.readerIndex > 0 && buffer.readerIndex >= buffer.readableBytes { buffer.discardReadBytes() }
+        pending = buffer
+    }
+
+    private func write(context: ChannelHandlerContext) {
+        guard output.readableBytes > 0 else { return }
+        server.stats.netOutputBytes.wrappingAdd(output.readableBytes, ordering: .relaxed)
+        context.write(wrapOutboundOut(output), promise: nil)
+        output = context.channel.allocator.buffer(capacity: 4096)
+    }
+
+    private func flush(context: ChannelHandlerContext) {
+        if output.readableBytes > 0 {
+            write(context: context)
+            context.flush()
+        }
+    }
+
+    private func closeAfterFlush(context: ChannelHandlerContext) {
+        closing = true
+        pending = nil
+        server.stats.netOutputBytes.wrappingAdd(output.readableBytes, ordering: .relaxed)
+        let reply = output
+        output = ByteBuffer()
+        context.writeAndFlush(wrapOutboundOut(reply)).whenComplete { _ in context.close(promise: nil) }
+    }
+
+    static func describe(_ address: SocketAddress) -> String {
+        switch address {
+        case .v4(let a): return "\(a.host):\(address.port ?? 0)"
+        case .v6(let a): return "[\(a.host)]:\(address.port ?? 0)"
+        case .unixDomainSocket: return "unix:\(address.pathname ?? "")"
+        }
+    }
+}

@@ -1,0 +1,142 @@
+import CacheCore
+import Foundation
+import Logging
+import NIOCore
+import RESP
+import Synchronization
+
+/// What all connections share: the keyspace, the configuration, the clients and the counters.
+package final class ServerState: Sendable {
+    package let keyspace: Keyspace
+    package let clock: any CacheClock
+    package let commands: CommandTable
+    package let clients = ClientRegistry()
+    package let monitors = MonitorRegistry()
+    package let stats = ServerStats()
+    package let logger: Logger
+    /// Milliseconds since the epoch when the server started.
+    package let startTime: Int64
+    /// 40 random hex digits, as Redis's run_id.
+    package let runID: String
+    private let configuration: Mutex<ServerConfiguration>
+    private let shutdownHook = Mutex<(@Sendable (ShutdownRequest) -> Void)?>(nil)
+    private let limitsCache: Mutex<RESPRequestLimits>
+
+    package init(configuration: ServerConfiguration, clock: any CacheClock = SystemClock(), logger: Logger) {
+        self.keyspace = Keyspace(databases: configuration.databases)
+        self.clock = clock
+        self.commands = CommandTable(CommandRegistry.all)
+        self.logger = logger
+        self.startTime = clock.nowMilliseconds()
+        self.runID = (0..<40).map { _ in String("0123456789abcdef".randomElement()!) }.joined()
+        self.configuration = Mutex(configuration)
+        self.limitsCache = Mutex(Self.limits(for: configuration))
+    }
+
+    /// A copy of the current configuration.
+    package var config: ServerConfiguration { configuration.withLock { $0 } }
+
+    /// Changes the configuration at run time (CONFIG SET).
+    package func updateConfiguration<R>(_ body: (inout ServerConfiguration) throws -> R) rethrows -> R {
+        try configuration.withLock { config in
+            let result = try body(&config)
+            limitsCache.withLock { $0 = Self.limits(for: config) }
+            return result
+        }
+    }
+
+    /// The request parser's limits under the current configuration.
+    package var requestLimits: RESPRequestLimits { limitsCache.withLock { $0 } }
+
+    private static func limits(for config: ServerConfiguration) -> RESPRequestLimits {
+        RESPRequestLimits(maxBulkLength: config.protoMaxBulkLength)
+    }
+
+    /// Installs what SHUTDOWN calls.
+    package func onShutdownRequest(_ hook: @escaping @Sendable (ShutdownRequest) -> Void) {
+        shutdownHook.withLock { $0 = hook }
+    }
+
+    /// Asks the server to stop (SHUTDOWN). Returns false when nothing is installed to do it.
+    package func requestShutdown(_ request: ShutdownRequest) -> Bool {
+        guard let hook = shutdownHook.withLock({ $0 }) else { return false }
+        hook(request)
+        return true
+    }
+}
+
+/// How SHUTDOWN asked the server to stop.
+package struct ShutdownRequest: Sendable {
+    package var save: Bool?
+    package var now: Bool
+    package var force: Bool
+}
+
+/// Counters INFO reports that no single shard owns.
+package final class ServerStats: Sendable {
+    package let connectionsReceived = Atomic<Int>(0)
+    package let rejectedConnections = Atomic<Int>(0)
+    /// Commands run by connections that have closed (live ones count their own).
+    package let commandsOfClosedClients = Atomic<Int>(0)
+    package let netInputBytes = Atomic<Int>(0)
+    package let netOutputBytes = Atomic<Int>(0)
+    /// Operations per second over the last sampling period, updated by the cron.
+    package let instantaneousOpsPerSecond = Atomic<Int>(0)
+    package let resetTime = Atomic<Int64>(0)
+    /// Hits, misses and expired keys at the last CONFIG RESETSTAT, subtracted from the shard totals.
+    package let baseline = Mutex<(hits: Int, misses: Int, expired: Int, commands: Int)>((0, 0, 0, 0))
+
+    package init() {}
+}
+
+/// The connected clients, for CLIENT LIST / KILL / INFO.
+package final class ClientRegistry: Sendable {
+    private let sessions = Mutex<[Int: ClientSession]>([:])
+    private let nextID = Atomic<Int>(1)
+
+    package init() {}
+
+    package func makeID() -> Int { nextID.wrappingAdd(1, ordering: .relaxed).oldValue }
+
+    package func add(_ session: ClientSession) { sessions.withLock { $0[session.id] = session } }
+
+    package func remove(_ id: Int) { sessions.withLock { _ = $0.removeValue(forKey: id) } }
+
+    package var count: Int { sessions.withLock { $0.count } }
+
+    /// The sessions ordered by id.
+    package var all: [ClientSession] { sessions.withLock { Array($0.values) }.sorted { $0.id < $1.id } }
+
+    package func session(id: Int) -> ClientSession? { sessions.withLock { $0[id] } }
+}
+
+/// Connections in MONITOR mode, fed every command as it runs.
+package final class MonitorRegistry: Sendable {
+    private let channels = Mutex<[Int: any Channel]>([:])
+    private let active = Atomic<Int>(0)
+
+    package init() {}
+
+    /// Whether anyone monitors (checked on every command, so it is one relaxed load).
+    @inline(__always)
+    package var isActive: Bool { active.load(ordering: .relaxed) > 0 }
+
+    package func add(id: Int, channel: any Channel) {
+        channels.withLock {
+            $0[id] = channel
+            active.store($0.count, ordering: .relaxed)
+        }
+    }
+
+    package func remove(id: Int) {
+        channels.withLock {
+            if $0.removeValue(forKey: id) != nil { active.store($0.count, ordering: .relaxed) }
+        }
+    }
+
+    /// Sends `line` to every monitor.
+    package func broadcast(_ line: ByteBuffer) {
+        let targets = channels.withLock { Array($0.values) }
+        for channel in targets { channel.writeAndFlush(line, promise: nil) }
+    }
+}

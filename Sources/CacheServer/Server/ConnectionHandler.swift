@@ -52,7 +52,8 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
             var reply = context.channel.allocator.buffer(capacity: 64)
             reply.writeRESPError("ERR max number of clients reached")
             closing = true
-            context.writeAndFlush(wrapOutboundOut(reply)).whenComplete { _ in context.close(promise: nil) }
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(reply)).whenComplete { _ in channel.close(promise: nil) }
             return
         }
         server.clients.add(session)
@@ -195,7 +196,8 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         server.stats.netOutputBytes.wrappingAdd(output.readableBytes, ordering: .relaxed)
         let reply = output
         output = ByteBuffer()
-        context.writeAndFlush(wrapOutboundOut(reply)).whenComplete { _ in context.close(promise: nil) }
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(reply)).whenComplete { _ in channel.close(promise: nil) }
     }
 
     static func describe(_ address: SocketAddress) -> String {

@@ -173,6 +173,15 @@ package enum CommandRegistry {
     ]
 
     static let server: [CommandSpec] = [
+        CommandSpec("config", arity: -2, flags: [], categories: ["slow"], group: "server", since: "2.0.0",
+                    summary: "A container for server configuration commands", complexity: "Depends on subcommand.",
+                    subcommands: subcommands("config", [
+                        ("get", -3, "Get the values of configuration parameters"),
+                        ("set", -4, "Set configuration parameters to the given values"),
+                        ("resetstat", 2, "Reset the stats returned by INFO"),
+                        ("rewrite", 2, "Rewrite the configuration file with the in memory configuration"),
+                        ("help", 2, "Show helpful text about the different subcommands"),
+                    ]), handler: ConfigCommands.config),
         CommandSpec("info", arity: -1, flags: [.loading, .stale], categories: ["slow", "dangerous"], group: "server",
                     since: "1.0.0", summary: "Get information and statistics about the server", handler: V.info),
         CommandSpec("time", arity: 1, flags: [.loading, .stale, .fast], categories: ["fast"], group: "server",

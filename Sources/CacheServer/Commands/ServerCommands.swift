@@ -312,6 +312,6 @@ package enum ServerCommands {
 }
 
 /// The version of this server.
-package enum CacheServerVersion {
-    package static let current = "0.1.0"
+public enum CacheServerVersion {
+    public static let current = "0.1.0"
 }

@@ -37,7 +37,7 @@ public final class CacheServerService: Service, Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let state = self.state
         let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 511)
+            .serverChannelOption(.backlog, value: Int32(clamping: config.tcpBacklog))
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.socketOption(.so_keepalive), value: 1)

@@ -37,12 +37,17 @@ package final class ServerState: Sendable {
     package var config: ServerConfiguration { configuration.withLock { $0 } }
 
     /// Changes the configuration at run time (CONFIG SET).
-    package func updateConfiguration<R>(_ body: (inout ServerConfiguration) throws -> R) rethrows -> R {
-        try configuration.withLock { config in
-            let result = try body(&config)
+    package func updateConfiguration<E: Error>(_ body: (inout ServerConfiguration) throws(E) -> Void) throws(E) {
+        let result: Result<Void, E> = configuration.withLock { config in
+            do throws(E) {
+                try body(&config)
+            } catch {
+                return .failure(error)
+            }
             limitsCache.withLock { $0 = Self.limits(for: config) }
-            return result
+            return .success(())
         }
+        try result.get()
     }
 
     /// The request parser's limits under the current configuration.

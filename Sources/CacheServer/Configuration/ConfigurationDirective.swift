@@ -1,0 +1,356 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// When a directive is being applied, which changes what is allowed.
+package enum ConfigurationApplyMode: Sendable, Equatable {
+    /// While reading the config file and command line. Every directive may be set,
+    /// and repeated `save` lines add save points, as in redis-server.
+    case startup
+    /// Through `CONFIG SET` on a running server. Only ``ConfigurationDirective/Mutability/runtime``
+    /// directives may be set, and `save` replaces the save points.
+    case runtime
+}
+
+/// Why a directive could not be applied. Each case renders with redis-server 7.0's
+/// wording, both for config files (``configFileReason``) and for `CONFIG SET` (``configSetReply``).
+package enum ConfigurationDirectiveError: Error, Equatable, Sendable {
+    /// No directive has this name (as given).
+    case unknownDirective(String)
+    /// A directive taking one value was given zero or several.
+    case wrongNumberOfArguments(directive: String)
+    /// The value is not acceptable; `reason` is Redis's explanation.
+    case invalidValue(directive: String, reason: String)
+    /// `CONFIG SET` of a directive fixed at startup; `directive` is the name as given.
+    case notChangeableAtRuntime(directive: String, reason: String)
+    /// `CONFIG SET` naming one directive twice; `directive` is the second name as given.
+    case duplicate(directive: String)
+
+    /// The last line of redis-server's fatal config error for this problem,
+    /// such as `argument must be a memory value`.
+    package var configFileReason: String {
+        switch self {
+        case .unknownDirective(let name):
+            "Bad directive or wrong number of arguments: '\(name)' is not a known directive"
+        case .wrongNumberOfArguments:
+            "wrong number of arguments"
+        case .invalidValue(_, let reason), .notChangeableAtRuntime(_, let reason):
+            reason
+        case .duplicate:
+            "duplicate parameter"
+        }
+    }
+
+    /// The error reply to `CONFIG SET`, without the leading `-`, for example
+    /// `ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value`.
+    package var configSetReply: String {
+        switch self {
+        case .unknownDirective(let name):
+            "ERR Unknown option or number of arguments for CONFIG SET - '\(name)'"
+        case .wrongNumberOfArguments(let name):
+            "ERR CONFIG SET failed (possibly related to argument '\(name)') - wrong number of arguments"
+        case .invalidValue(let name, let reason), .notChangeableAtRuntime(let name, let reason):
+            "ERR CONFIG SET failed (possibly related to argument '\(name)') - \(reason)"
+        case .duplicate(let name):
+            "ERR CONFIG SET failed (possibly related to argument '\(name)') - duplicate parameter"
+        }
+    }
+}
+
+/// One entry of the directive table: a redis.conf directive this server understands.
+package struct ConfigurationDirective: Sendable {
+    /// Whether `CONFIG SET` may change a directive, and if not, why.
+    package enum Mutability: Sendable, Equatable {
+        /// `CONFIG SET` may change it.
+        case runtime
+        /// Fixed at startup (Redis's immutable configs).
+        case startupOnly
+        /// Fixed at startup because changing it at run time would be a security risk
+        /// (Redis's protected configs, with `enable-protected-configs no`).
+        case protected
+    }
+
+    /// How many arguments the directive takes.
+    package enum Arity: Sendable, Equatable {
+        /// Exactly one.
+        case single
+        /// Any number; `CONFIG SET` splits its value at spaces.
+        case list
+    }
+
+    /// The canonical, lowercase name.
+    package let name: String
+    /// Other names that refer to the same directive.
+    package let aliases: [String]
+    /// Whether `CONFIG SET` may change it.
+    package let mutability: Mutability
+    /// How many arguments it takes.
+    package let arity: Arity
+    let assign: @Sendable (inout ServerConfiguration, [String], ConfigurationApplyMode) throws(InvalidValue) -> Void
+    let format: @Sendable (ServerConfiguration) -> String
+
+    /// A directive reading its arguments with `assign` and rendered for `CONFIG GET` with `format`.
+    init(
+        _ name: String,
+        aliases: [String] = [],
+        _ mutability: Mutability,
+        arity: Arity = .single,
+        assign: @escaping @Sendable (inout ServerConfiguration, [String], ConfigurationApplyMode) throws(InvalidValue) -> Void,
+        format: @escaping @Sendable (ServerConfiguration) -> String
+    ) {
+        self.name = name
+        self.aliases = aliases
+        self.mutability = mutability
+        self.arity = arity
+        self.assign = assign
+        self.format = format
+    }
+
+    /// Sets this directive in `configuration` from its arguments.
+    ///
+    /// `mode` is not checked against ``mutability`` here; ``ServerConfiguration/configSet(_:)`` does that.
+    package func apply(
+        _ arguments: [String], to configuration: inout ServerConfiguration, mode: ConfigurationApplyMode
+    ) throws(ConfigurationDirectiveError) {
+        if arity == .single && arguments.count != 1 {
+            throw .wrongNumberOfArguments(directive: name)
+        }
+        do {
+            try assign(&configuration, arguments, mode)
+        } catch {
+            throw .invalidValue(directive: name, reason: error.reason)
+        }
+    }
+
+    /// The value `CONFIG GET` reports for this directive, exactly as redis-server 7.0 renders it.
+    package func render(_ configuration: ServerConfiguration) -> String {
+        format(configuration)
+    }
+
+    /// An unacceptable argument, with Redis's explanation.
+    struct InvalidValue: Error {
+        let reason: String
+    }
+}
+
+// MARK: - Builders for the common kinds of directive
+
+extension ConfigurationDirective {
+    typealias Field<Value> = WritableKeyPath<ServerConfiguration, Value> & Sendable
+
+    /// A decimal integer directive bounded to `range`, like Redis's int and long configs.
+    static func integer(
+        _ name: String, _ mutability: Mutability, _ field: Field<Int>, in range: ClosedRange<Int>,
+        adjust: @escaping @Sendable (Int) -> Int = { $0 }
+    ) -> Self {
+        Self(name, mutability) { (configuration, arguments, _) throws(InvalidValue) in
+            guard let value = ConfigurationValues.integer(arguments[0]) else {
+                throw InvalidValue(reason: "argument couldn't be parsed into an integer")
+            }
+            guard value >= Int64(range.lowerBound), value <= Int64(range.upperBound) else {
+                throw InvalidValue(
+                    reason: "argument must be between \(range.lowerBound) and \(range.upperBound) inclusive")
+            }
+            configuration[keyPath: field] = adjust(Int(value))
+        } format: { String($0[keyPath: field]) }
+    }
+
+    /// A memory amount directive stored as a signed count, bounded to `range`.
+    static func memory(
+        _ name: String, _ mutability: Mutability, _ field: Field<Int>, in range: ClosedRange<Int>
+    ) -> Self {
+        Self(name, mutability) { (configuration, arguments, _) throws(InvalidValue) in
+            guard let value = ConfigurationValues.memory(arguments[0]) else {
+                throw InvalidValue(reason: "argument must be a memory value")
+            }
+            guard value >= UInt64(range.lowerBound), value <= UInt64(range.upperBound) else {
+                throw InvalidValue(
+                    reason: "argument must be between \(range.lowerBound) and \(range.upperBound) inclusive")
+            }
+            configuration[keyPath: field] = Int(value)
+        } format: { String($0[keyPath: field]) }
+    }
+
+    /// A `yes`/`no` directive.
+    static func boolean(_ name: String, _ mutability: Mutability, _ field: Field<Bool>) -> Self {
+        Self(name, mutability) { (configuration, arguments, _) throws(InvalidValue) in
+            guard let value = ConfigurationValues.boolean(arguments[0]) else {
+                throw InvalidValue(reason: "argument must be 'yes' or 'no'")
+            }
+            configuration[keyPath: field] = value
+        } format: { $0[keyPath: field] ? "yes" : "no" }
+    }
+
+    /// A directive whose value is one of the raw values of `Value`, in any case.
+    static func enumeration<Value: RawRepresentable & CaseIterable & Sendable>(
+        _ name: String, _ mutability: Mutability, _ field: Field<Value>
+    ) -> Self where Value.RawValue == String {
+        Self(name, mutability) { (configuration, arguments, _) throws(InvalidValue) in
+            guard let value = Value(rawValue: arguments[0].lowercased()) else {
+                let names = Value.allCases.map(\.rawValue).joined(separator: ", ")
+                throw InvalidValue(reason: "argument(s) must be one of the following: \(names)")
+            }
+            configuration[keyPath: field] = value
+        } format: { $0[keyPath: field].rawValue }
+    }
+
+    /// A free-form string directive.
+    static func string(
+        _ name: String, _ mutability: Mutability, _ field: Field<String>,
+        validate: @escaping @Sendable (String) -> String? = { _ in nil }
+    ) -> Self {
+        Self(name, mutability) { (configuration, arguments, _) throws(InvalidValue) in
+            if let problem = validate(arguments[0]) {
+                throw InvalidValue(reason: problem)
+            }
+            configuration[keyPath: field] = arguments[0]
+        } format: { $0[keyPath: field] }
+    }
+}
+
+// MARK: - The table
+
+extension ConfigurationDirective {
+    /// Every directive this server understands, in the order `CONFIG GET *` lists them.
+    ///
+    /// Mutability, bounds, error wording and rendering follow redis-server 7.0.
+    package static let all: [ConfigurationDirective] = [
+        .integer("port", .runtime, \.port, in: 0...65535),
+        bindDirective,
+        .integer("databases", .startupOnly, \.databases, in: 1...Int(Int32.max)),
+        // Redis accepts any non-negative hz and then clamps it to 1...500.
+        .integer("hz", .runtime, \.hz, in: 0...Int(Int32.max)) { min(max($0, 1), 500) },
+        .enumeration("loglevel", .runtime, \.logLevel),
+        .integer("maxclients", .runtime, \.maxClients, in: 1...Int(UInt32.max)),
+        .integer("timeout", .runtime, \.timeout, in: 0...Int(Int32.max)),
+        .integer("tcp-keepalive", .runtime, \.tcpKeepalive, in: 0...Int(Int32.max)),
+        .integer("tcp-backlog", .startupOnly, \.tcpBacklog, in: 0...Int(Int32.max)),
+        .memory("proto-max-bulk-len", .runtime, \.protoMaxBulkLength, in: (1024 * 1024)...Int.max),
+        .memory("client-query-buffer-limit", .runtime, \.clientQueryBufferLimit, in: (1024 * 1024)...Int.max),
+        maxMemoryDirective,
+        .enumeration("maxmemory-policy", .runtime, \.maxMemoryPolicy),
+        .integer("maxmemory-samples", .runtime, \.maxMemorySamples, in: 1...Int(Int32.max)),
+        .string("requirepass", .runtime, \.requirePass),
+        .boolean("protected-mode", .runtime, \.protectedMode),
+        .integer("io-threads", .startupOnly, \.ioThreads, in: 1...128),
+        saveDirective,
+        .boolean("appendonly", .runtime, \.appendOnly),
+        directoryDirective,
+        .string("dbfilename", .protected, \.dbFilename) { name in
+            name.contains("/") ? "dbfilename can't be a path, just a filename" : nil
+        },
+        .string("pidfile", .startupOnly, \.pidFile),
+        .string("logfile", .startupOnly, \.logFile),
+        daemonizeDirective,
+        .string("unixsocket", .startupOnly, \.unixSocket),
+        unixSocketPermissionsDirective,
+    ]
+
+    /// Redis refuses more than this many `bind` addresses.
+    static let maximumBindAddresses = 16
+
+    static let bindDirective = Self("bind", .runtime, arity: .list) { (configuration, arguments, _) throws(InvalidValue) in
+        guard arguments.count <= maximumBindAddresses else {
+            throw InvalidValue(reason: "Too many bind addresses specified.")
+        }
+        configuration.bind = arguments
+    } format: { $0.bind.joined(separator: " ") }
+
+    static let maxMemoryDirective = Self("maxmemory", .runtime) { (configuration, arguments, _) throws(InvalidValue) in
+        guard let value = ConfigurationValues.memory(arguments[0]) else {
+            throw InvalidValue(reason: "argument must be a memory value")
+        }
+        configuration.maxMemory = value
+    } format: { String($0.maxMemory) }
+
+    static let saveDirective = Self("save", .runtime, arity: .list) { (configuration, arguments, mode) throws(InvalidValue) in
+        // A single empty argument means "no save points".
+        let arguments = arguments == [""] ? [] : arguments
+        guard arguments.count.isMultiple(of: 2) else {
+            throw InvalidValue(reason: "Invalid save parameters")
+        }
+        var points: [ServerConfiguration.SavePoint] = []
+        for index in stride(from: 0, to: arguments.count, by: 2) {
+            guard let seconds = ConfigurationValues.cInteger(arguments[index], base: 10), seconds >= 1,
+                let changes = ConfigurationValues.cInteger(arguments[index + 1], base: 10), changes >= 0
+            else {
+                throw InvalidValue(reason: "Invalid save parameters")
+            }
+            points.append(.init(seconds: Int(seconds), changes: Int(changes)))
+        }
+        // In config files every `save` line adds points (`save ""` clears them);
+        // CONFIG SET replaces them.
+        if mode == .startup && !arguments.isEmpty {
+            configuration.savePoints += points
+        } else {
+            configuration.savePoints = points
+        }
+    } format: { configuration in
+        configuration.savePoints.map { "\($0.seconds) \($0.changes)" }.joined(separator: " ")
+    }
+
+    static let directoryDirective = Self("dir", .protected) { (configuration, arguments, _) throws(InvalidValue) in
+        configuration.directory = try resolveDirectory(arguments[0])
+    } format: { configuration in
+        (try? resolveDirectory(configuration.directory)) ?? configuration.directory
+    }
+
+    static let daemonizeDirective = Self("daemonize", .startupOnly) { (_, arguments, _) throws(InvalidValue) in
+        switch ConfigurationValues.boolean(arguments[0]) {
+        case false?:
+            break
+        case true?:
+            throw InvalidValue(
+                reason: "cached-server does not daemonize: run it in the foreground under a "
+                    + "service manager such as systemd, which also captures its log; set 'daemonize no'")
+        case nil:
+            throw InvalidValue(reason: "argument must be 'yes' or 'no'")
+        }
+    } format: { _ in "no" }
+
+    static let unixSocketPermissionsDirective = Self("unixsocketperm", .startupOnly) { (configuration, arguments, _) throws(InvalidValue) in
+        guard let value = ConfigurationValues.cInteger(arguments[0], base: 8) else {
+            throw InvalidValue(reason: "argument couldn't be parsed as an octal number")
+        }
+        guard value >= 0, value <= 0o777 else {
+            throw InvalidValue(reason: "argument must be between 0 and 777 inclusive")
+        }
+        configuration.unixSocketPermissions = Int(value)
+    } format: { ConfigurationValues.octal($0.unixSocketPermissions) }
+
+    /// The absolute, symlink-free path of an existing directory, failing with the
+    /// system's explanation (as redis-server's `chdir` does) otherwise.
+    static func resolveDirectory(_ path: String) throws(InvalidValue) -> String {
+        guard let resolved = realpath(path, nil) else {
+            throw InvalidValue(reason: String(cString: strerror(errno)))
+        }
+        defer { free(resolved) }
+        var status = stat()
+        guard stat(resolved, &status) == 0 else {
+            throw InvalidValue(reason: String(cString: strerror(errno)))
+        }
+        guard (status.st_mode & S_IFMT) == S_IFDIR else {
+            throw InvalidValue(reason: String(cString: strerror(ENOTDIR)))
+        }
+        return String(cString: resolved)
+    }
+
+    private static let index: [String: Int] = {
+        var index: [String: Int] = [:]
+        for (position, directive) in all.enumerated() {
+            for name in [directive.name] + directive.aliases {
+                index[name] = position
+            }
+        }
+        return index
+    }()
+
+    /// The directive called `name` (or with the alias `name`), in any case.
+    package static func named(_ name: String) -> ConfigurationDirective? {
+        index[name.lowercased()].map { all[$0] }
+    }
+}

@@ -1,0 +1,160 @@
+import Logging
+import NIOCore
+
+/// The settings of a `cached-server`, one typed field per supported redis.conf directive.
+///
+/// Every field starts at the value Redis 7.0 uses by default (except where noted),
+/// so `ServerConfiguration()` behaves like a stock `redis-server` with persistence off.
+/// Fields are usually filled from a config file and the command line with
+/// ``load(configFile:overrides:)``, and changed at run time through
+/// `CONFIG SET` with ``configSet(_:)``.
+public struct ServerConfiguration: Sendable, Equatable {
+    /// TCP port to listen on (`port`); 0 disables the TCP listener.
+    public var port: Int = 6379
+
+    /// Addresses to listen on (`bind`). An address prefixed with `-` is optional:
+    /// failing to bind it is not an error. Empty means no TCP listener.
+    public var bind: [String] = ["127.0.0.1"]
+
+    /// Number of logical databases, selectable with `SELECT` (`databases`).
+    public var databases: Int = 16
+
+    /// Frequency of background tasks such as expiring keys, in hertz (`hz`), 1...500.
+    public var hz: Int = 10
+
+    /// How much to log (`loglevel`).
+    public var logLevel: LogLevel = .notice
+
+    /// Maximum number of connected clients (`maxclients`).
+    public var maxClients: Int = 10_000
+
+    /// Seconds a client may stay idle before it is disconnected; 0 disables (`timeout`).
+    public var timeout: Int = 0
+
+    /// Interval of TCP keepalive probes in seconds; 0 disables (`tcp-keepalive`).
+    public var tcpKeepalive: Int = 300
+
+    /// Length of the queue of connections waiting to be accepted (`tcp-backlog`).
+    public var tcpBacklog: Int = 511
+
+    /// Largest bulk string a client may send, in bytes (`proto-max-bulk-len`).
+    public var protoMaxBulkLength: Int = 512 * 1024 * 1024
+
+    /// Largest amount of unprocessed input a client may accumulate, in bytes
+    /// (`client-query-buffer-limit`).
+    public var clientQueryBufferLimit: Int = 1024 * 1024 * 1024
+
+    /// Memory limit for the data set in bytes; 0 means no limit (`maxmemory`).
+    public var maxMemory: UInt64 = 0
+
+    /// What to do when `maxMemory` is reached (`maxmemory-policy`).
+    public var maxMemoryPolicy: MaxMemoryPolicy = .noEviction
+
+    /// Number of keys sampled per eviction by the approximated LRU/LFU/TTL
+    /// policies (`maxmemory-samples`).
+    public var maxMemorySamples: Int = 5
+
+    /// Password clients must give with `AUTH`; empty means none (`requirepass`).
+    public var requirePass: String = ""
+
+    /// Whether a server with no password accepts only loopback and Unix socket
+    /// clients (`protected-mode`).
+    public var protectedMode: Bool = true
+
+    /// Number of event-loop threads (`io-threads`), 1...128.
+    ///
+    /// Unlike Redis, whose default is 1, the default is the number of CPU cores.
+    public var ioThreads: Int = min(max(System.coreCount, 1), 128)
+
+    /// RDB snapshot points (`save`). This server keeps data in memory only; the
+    /// directive is accepted and reported for compatibility, and ignored.
+    public var savePoints: [SavePoint] = []
+
+    /// Whether the append-only file is on (`appendonly`). Accepted and reported
+    /// for compatibility; this server never writes one.
+    public var appendOnly: Bool = false
+
+    /// Working directory for data files (`dir`). Reported by `CONFIG GET dir` as an
+    /// absolute path.
+    public var directory: String = "./"
+
+    /// File name of RDB snapshots (`dbfilename`); reported only.
+    public var dbFilename: String = "dump.rdb"
+
+    /// File to write the process id to; empty for none (`pidfile`).
+    public var pidFile: String = ""
+
+    /// File to append the log to; empty means standard error (`logfile`).
+    public var logFile: String = ""
+
+    /// Path of a Unix domain socket to listen on; empty for none (`unixsocket`).
+    public var unixSocket: String = ""
+
+    /// Permissions of the Unix socket, for example `0o770`; 0 leaves the
+    /// default (`unixsocketperm`).
+    public var unixSocketPermissions: Int = 0
+
+    /// A configuration with every directive at its default.
+    public init() {}
+
+    /// Levels of the `loglevel` directive, from most to least verbose.
+    public enum LogLevel: String, Sendable, CaseIterable {
+        /// Everything, including detail useful only when developing.
+        case debug
+        /// Much rarely useful information, but not as noisy as `debug`.
+        case verbose
+        /// Moderately verbose; what you probably want in production.
+        case notice
+        /// Only very important or critical messages.
+        case warning
+        /// Nothing at all.
+        case nothing
+
+        /// The least severe swift-log level logged at this Redis level, or `nil`
+        /// for ``nothing``: debug → trace, verbose → debug (and info),
+        /// notice → notice, warning → warning.
+        public var loggerLevel: Logger.Level? {
+            switch self {
+            case .debug: .trace
+            case .verbose: .debug
+            case .notice: .notice
+            case .warning: .warning
+            case .nothing: nil
+            }
+        }
+    }
+
+    /// Policies of the `maxmemory-policy` directive, named as in Redis.
+    public enum MaxMemoryPolicy: String, Sendable, CaseIterable {
+        /// Evict keys with an expiry, least recently used first.
+        case volatileLRU = "volatile-lru"
+        /// Evict keys with an expiry, least frequently used first.
+        case volatileLFU = "volatile-lfu"
+        /// Evict random keys that have an expiry.
+        case volatileRandom = "volatile-random"
+        /// Evict keys with an expiry, nearest expiry first.
+        case volatileTTL = "volatile-ttl"
+        /// Evict any key, least recently used first.
+        case allKeysLRU = "allkeys-lru"
+        /// Evict any key, least frequently used first.
+        case allKeysLFU = "allkeys-lfu"
+        /// Evict random keys.
+        case allKeysRandom = "allkeys-random"
+        /// Evict nothing; refuse writes that need memory.
+        case noEviction = "noeviction"
+    }
+
+    /// One `save <seconds> <changes>` point.
+    public struct SavePoint: Sendable, Equatable {
+        /// Seconds since the last snapshot, at least 1.
+        public var seconds: Int
+        /// Number of changes in that time, at least 0.
+        public var changes: Int
+
+        /// A save point after `seconds` seconds if at least `changes` keys changed.
+        public init(seconds: Int, changes: Int) {
+            self.seconds = seconds
+            self.changes = changes
+        }
+    }
+}

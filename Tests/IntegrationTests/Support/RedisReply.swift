@@ -48,3 +48,12 @@ enum RedisReply: Equatable, Sendable, CustomStringConvertible {
         }
     }
 }
+
+/// "#index: got X, expected Y" for every reply that differs from the expected one (and for a count mismatch).
+func mismatches(_ replies: [RedisReply], _ expected: [RedisReply]) -> [String] {
+    var found = zip(replies, expected).enumerated().compactMap { index, pair in
+        pair.0 == pair.1 ? nil : "#\(index): got \(pair.0), expected \(pair.1)"
+    }
+    if replies.count != expected.count { found.append("got \(replies.count) replies, expected \(expected.count)") }
+    return found
+}

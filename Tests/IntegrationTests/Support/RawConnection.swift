@@ -39,6 +39,21 @@ final class RawConnection {
         return Array(pending.prefix(count))
     }
 
+    /// Reply bytes up to and including the first occurrence of `terminator`.
+    func read(through terminator: String, timeout: TimeInterval = 10) throws -> [UInt8] {
+        let deadline = Date().addingTimeInterval(timeout)
+        let marker = Array(terminator.utf8)
+        while true {
+            if let range = pending.firstRange(of: marker) {
+                defer { pending.removeFirst(range.upperBound) }
+                return Array(pending[..<range.upperBound])
+            }
+            guard try fill(until: deadline) else {
+                throw TestEnvironmentError("the server closed the connection before sending \(terminator.debugDescription)")
+            }
+        }
+    }
+
     /// `count` whole replies, decoded by hiredis.
     func readReplies(_ count: Int, timeout: TimeInterval = 10) throws -> [RedisReply] {
         let deadline = Date().addingTimeInterval(timeout)

@@ -32,21 +32,16 @@ struct ProgramOutput: Sendable {
 /// A program the tests drive (redis-cli, redis-benchmark, python3), with the package that provides it.
 struct ExternalProgram: Sendable {
     let name: String
-    /// How to install it, quoted in the error when it is missing.
-    let installHint: String
+    /// The Debian package that provides it, quoted in the error when it is missing.
+    let package: String
 
-    static let redisCli = ExternalProgram(name: "redis-cli", installHint: "apt-get install -y redis-tools")
-    static let redisBenchmark = ExternalProgram(name: "redis-benchmark", installHint: "apt-get install -y redis-tools")
-    static let python3 = ExternalProgram(name: "python3", installHint: "apt-get install -y python3")
+    static let redisCli = ExternalProgram(name: "redis-cli", package: "redis-tools")
+    static let redisBenchmark = ExternalProgram(name: "redis-benchmark", package: "redis-tools")
+    static let python3 = ExternalProgram(name: "python3", package: "python3")
 
-    /// The program's full path, or an error saying how to install it.
+    /// The program's full path (the first on PATH), or an error naming the package to install.
     func path() throws -> String {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        for dir in path.split(separator: ":") + ["/usr/bin", "/usr/local/bin"] {
-            let candidate = "\(dir)/\(name)"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
-        throw TestEnvironmentError("\(name) is not installed: \(installHint) (or run `make deps`)")
+        try ServerProcess.findOnPath(name, package: package)
     }
 
     /// Runs the program to completion with `arguments`, feeding it `input` on stdin (then end of file), and

@@ -48,7 +48,10 @@ enum PythonScript {
     static func run(_ name: String, _ arguments: [String], timeout: TimeInterval = 30) throws -> ProgramOutput {
         let check = try ExternalProgram.python3.run(["-c", "import redis"], timeout: timeout)
         guard check.status == 0 else {
-            throw TestEnvironmentError("redis-py is not installed: pip install redis (or run `make deps`)")
+            let python = (try? ExternalProgram.python3.path()) ?? "python3"
+            throw TestEnvironmentError(
+                "redis-py is not installed for \(python): pip install redis (or run `make deps`); "
+                    + "`import redis` said: \(check.standardError.split(separator: "\n").last ?? "")")
         }
         let script = directory.appendingPathComponent(name).path
         guard FileManager.default.fileExists(atPath: script) else {

@@ -32,6 +32,10 @@ final class HiredisConnection {
     /// Sends one command given as text arguments and waits for its reply.
     @discardableResult
     func command(_ arguments: String...) throws -> RedisReply {
+        try command(arguments)
+    }
+
+    func command(_ arguments: [String]) throws -> RedisReply {
         try command(arguments.map { Array($0.utf8) })
     }
 

@@ -4,7 +4,7 @@ import Foundation
 extension ServerProcess {
     /// `redis-cli -h 127.0.0.1 -p PORT arguments…`, not attached to a terminal (so it prints replies the way
     /// scripts see them, not the `(nil)` / `(integer) 1` forms of an interactive session).
-    func redisCli(_ arguments: [String], input: Data? = nil, timeout: TimeInterval = 30) throws -> ProgramOutput {
+    func redisCli(_ arguments: [String], input: Data? = nil, timeout: TimeInterval = 15) throws -> ProgramOutput {
         try ExternalProgram.redisCli.run(["-h", "127.0.0.1", "-p", String(port)] + arguments, input: input, timeout: timeout)
     }
 

@@ -129,7 +129,7 @@ final class ServerProcess: @unchecked Sendable {
     /// The full path of a program on PATH, or an error naming the Debian package that provides it.
     static func findOnPath(_ program: String, package: String) throws -> String {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        // (`String(dir)`: without it the `+` below makes the elements Character arrays, and no PATH entry matches.)
+        // (Without the map to String, the `+` below makes the elements Character arrays and no PATH entry matches.)
         for dir in path.split(separator: ":").map(String.init) + ["/usr/bin", "/usr/sbin"] {
             let candidate = "\(dir)/\(program)"
             if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }

@@ -35,9 +35,10 @@ final class ServerProcess: @unchecked Sendable {
     static func start(_ kind: Kind, arguments: [String] = []) throws -> ServerProcess {
         let executable = try executablePath(for: kind)
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("cached-test-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         var lastError: Error = TestEnvironmentError("could not start \(kind.rawValue)")
         for _ in 0..<5 {
+            // A failed attempt's stop() removed the directory.
+            try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
             let port = try freeLoopbackPort()
             var args = ["--port", String(port), "--bind", "127.0.0.1"]
             if kind == .redis {
@@ -52,7 +53,7 @@ final class ServerProcess: @unchecked Sendable {
             process.standardError = err
             process.standardOutput = FileHandle.nullDevice
             process.standardInput = FileHandle.nullDevice
-            try process.run()
+            try process.runWithUnblockedSignals()
             let server = ServerProcess(kind: kind, port: port, process: process, stderrPipe: err, workDirectory: work)
             do {
                 try server.waitUntilReady(timeout: 15)
@@ -128,7 +129,8 @@ final class ServerProcess: @unchecked Sendable {
     /// The full path of a program on PATH, or an error naming the Debian package that provides it.
     static func findOnPath(_ program: String, package: String) throws -> String {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        for dir in path.split(separator: ":") + ["/usr/bin", "/usr/sbin"] {
+        // (Without the map to String, the `+` below makes the elements Character arrays and no PATH entry matches.)
+        for dir in path.split(separator: ":").map(String.init) + ["/usr/bin", "/usr/sbin"] {
             let candidate = "\(dir)/\(program)"
             if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
         }

@@ -67,6 +67,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["RESP", "CHiredis", .product(name: "NIOCore", package: "swift-nio")],
+            exclude: ["Python"],
             resources: [.copy("Corpus")]
         ),
     ]

@@ -89,12 +89,13 @@ package final class Shard: @unchecked Sendable {
     }
 
     /// The slot holding `key` if it exists and has not expired at `now`. An expired key is removed on the way
-    /// (lazy expiry) and counted in ``expiredKeys``.
+    /// (lazy expiry) and counted in ``expiredKeys``. As in Redis, a key is still alive at its expiry
+    /// millisecond and expired after it.
     @inlinable
     package func lookup(_ key: UnsafeRawBufferPointer, hash: UInt64, now: Int64) -> Int? {
         guard let index = find(key, hash: hash) else { return nil }
         let entry = Self.unpack(slots![index])
-        if entry.hasExpiry, let expiry = entry.expiry, expiry <= now {
+        if entry.isExpired(at: now) {
             remove(at: index)
             expiredKeys &+= 1
             return nil
@@ -241,7 +242,7 @@ package final class Shard: @unchecked Sendable {
                 work += 1
                 visitEntries(hash: hash) { index, entry in
                     guard let expiry = entry.expiry else { return false }
-                    if expiry <= now {
+                    if expiry < now {
                         remove(at: index)
                         expiredKeys &+= 1
                         return true
@@ -259,12 +260,12 @@ package final class Shard: @unchecked Sendable {
         return work
     }
 
-    /// The number of keys whose expiry is at or before `now` but which are still in the table.
+    /// The number of keys whose expiry is before `now` but which are still in the table.
     package func countExpired(now: Int64) -> Int {
         guard expiresCount > 0, let slots else { return 0 }
         var n = 0
         for i in 0..<capacity where slots[i] != 0 {
-            if let e = Self.unpack(slots[i]).expiry, e <= now { n += 1 }
+            if Self.unpack(slots[i]).isExpired(at: now) { n += 1 }
         }
         return n
     }

@@ -215,7 +215,7 @@ package enum KeyCommands {
             shard.lock.lock()
             if let index = shard.randomSlot(using: &generator) {
                 let entry = shard.entry(at: index)
-                if let expiry = entry.expiry, expiry <= c.now {
+                if entry.isExpired(at: c.now) {
                     shard.remove(at: index)
                     shard.expiredKeys &+= 1
                 } else {
@@ -231,7 +231,7 @@ package enum KeyCommands {
             shard.lock.lock()
             while let index = shard.randomSlot(using: &generator) {
                 let entry = shard.entry(at: index)
-                if let expiry = entry.expiry, expiry <= c.now {
+                if entry.isExpired(at: c.now) {
                     shard.remove(at: index)
                     shard.expiredKeys &+= 1
                     continue
@@ -253,7 +253,7 @@ package enum KeyCommands {
         for shard in c.database.shards {
             shard.lock.lock()
             shard.forEach { entry in
-                if let expiry = entry.expiry, expiry <= c.now { return }
+                if entry.isExpired(at: c.now) { return }
                 let key = entry.key
                 if matchAll || Glob.matches(pattern: pattern, subject: key) {
                     matches.writeRESPBulkString(key)
@@ -301,7 +301,7 @@ package enum KeyCommands {
             let shard = db.shards[shardIndex]
             shard.lock.lock()
             shardCursor = shard.scan(cursor: shardCursor) { entry in
-                if let expiry = entry.expiry, expiry <= c.now { return }
+                if entry.isExpired(at: c.now) { return }
                 guard wantsStrings else { return }
                 if let pattern, !Glob.matches(pattern: pattern, subject: entry.key) { return }
                 found.writeRESPBulkString(entry.key)

@@ -149,7 +149,7 @@ package final class Shard: @unchecked Sendable {
         case (let old?, let new?):
             expirySum += Int128(new) - Int128(old)
             entry.updateExpiry(new)
-            expiryIndex.register(hash: hash, expiry: new)
+            registerExpiry(hash: hash, expiry: new)
         default:
             guard let rebuilt = Entry.make(key: entry.key, value: entry.value, expiry: expiry) else { return }
             rebuilt.flags |= entry.flags & Entry.visitedFlag
@@ -256,7 +256,7 @@ package final class Shard: @unchecked Sendable {
             }
             expiryIndex.putBack(batch)
         }
-        if expiryIndex.registrations > 2 * expiresCount + 1024 { rebuildExpiryIndex() }
+        if expiryIndex.registrations > staleRegistrationLimit { rebuildExpiryIndex() }
         return work
     }
 
@@ -288,6 +288,19 @@ package final class Shard: @unchecked Sendable {
         }
     }
 
+    /// How many hashes the expiry index may hold before it is rebuilt from the live keys: twice the keys with
+    /// a TTL plus slack proportional to the table, so that rebuilding (which reads the whole table) costs
+    /// O(1) per registration however the keys' TTLs churn.
+    private var staleRegistrationLimit: Int { 2 * expiresCount + max(1024, capacity / 2) }
+
+    /// Records a key's expiry in the index. A key that is overwritten, deleted or given a new TTL leaves its
+    /// old hash behind, so the index is rebuilt here when such stale hashes pile up: without it, a client that
+    /// keeps changing TTLs between two sweeps would grow the index without bound.
+    private func registerExpiry(hash: UInt64, expiry: Int64) {
+        expiryIndex.register(hash: hash, expiry: expiry)
+        if expiryIndex.registrations > staleRegistrationLimit { rebuildExpiryIndex() }
+    }
+
     private func rebuildExpiryIndex() {
         var index = ExpiryIndex()
         forEach { entry in
@@ -304,7 +317,7 @@ package final class Shard: @unchecked Sendable {
         if let expiry = entry.expiry {
             expiresCount += 1
             expirySum += Int128(expiry)
-            expiryIndex.register(hash: hash, expiry: expiry)
+            registerExpiry(hash: hash, expiry: expiry)
         }
     }
 

@@ -37,6 +37,11 @@ package final class Shard: @unchecked Sendable {
 
     var expiryIndex = ExpiryIndex()
 
+    /// Slots in the table (0 before the first insert).
+    package var tableCapacity: Int { capacity }
+    /// Key hashes the expiry index holds, live or stale.
+    package var expiryRegistrations: Int { expiryIndex.registrations }
+
     @usableFromInline static let tagBits: UInt64 = 21
     @usableFromInline static let tagShift: UInt64 = 64 - tagBits
     @usableFromInline static let tagMask: UInt64 = (1 << tagBits) - 1

@@ -296,7 +296,8 @@ package enum KeyCommands {
         var shardCursor = cursor >> 8
         var found = ByteBuffer()
         var collected = 0
-        var iterations = count * 10
+        // Redis's limit is count * 10 (which wraps, i.e. no limit, for a huge COUNT); never trap on it.
+        var iterations = count.multipliedReportingOverflow(by: 10).overflow ? Int.max : count * 10
         repeat {
             let shard = db.shards[shardIndex]
             shard.lock.lock()

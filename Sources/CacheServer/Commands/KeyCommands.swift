@@ -322,17 +322,30 @@ package enum KeyCommands {
         c.reply.writeBuffer(&found)
     }
 
-    /// An unsigned 64-bit cursor as Redis's `string2ull` reads it.
+    /// A cursor as Redis 7.0's `parseScanCursorOrReply` reads it with `strtoul`: the empty string is 0, an
+    /// optional sign is accepted (a minus wraps the value around, so `-1` is the largest cursor), and leading
+    /// space, trailing junk or a value beyond 64 bits make it invalid.
     static func parseCursor(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
-        guard !bytes.isEmpty, bytes.count <= 20 else { return nil }
+        var i = 0
+        var negative = false
+        if let first = bytes.first {
+            if first == UInt8(ascii: "+") || first == UInt8(ascii: "-") {
+                negative = first == UInt8(ascii: "-")
+                i = 1
+            }
+            // No digits means no conversion: strtoul leaves its end at the first byte, which is not NUL.
+            guard i < bytes.count, bytes[i] >= UInt8(ascii: "0") && bytes[i] <= UInt8(ascii: "9") else { return nil }
+        }
         var value: UInt64 = 0
-        for b in bytes {
+        while i < bytes.count {
+            let b = bytes[i]
             guard b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") else { return nil }
             let (m, o1) = value.multipliedReportingOverflow(by: 10)
-            let (s, o2) = m.addingReportingOverflow(UInt64(b - UInt8(ascii: "0")))
+            let (sum, o2) = m.addingReportingOverflow(UInt64(b - UInt8(ascii: "0")))
             if o1 || o2 { return nil }
-            value = s
+            value = sum
+            i += 1
         }
-        return value
+        return negative ? 0 &- value : value
     }
 }

@@ -174,7 +174,8 @@ package enum KeyCommands {
 
     static func move(_ c: inout CommandContext) {
         guard let target = c.integerArgument(2) else { return }
-        guard target >= 0 && target < c.server.keyspace.databases.count && target <= Int(Int32.max) else {
+        guard target >= Int(Int32.min) && target <= Int(Int32.max) else { return c.error(ReplyError.notInt32) }
+        guard target >= 0 && target < c.server.keyspace.databases.count else {
             return c.error(ReplyError.dbIndexOutOfRange)
         }
         guard target != c.session.db else { return c.error(ReplyError.sameObject) }

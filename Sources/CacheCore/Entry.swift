@@ -61,6 +61,14 @@ package struct Entry {
         return base.loadUnaligned(fromByteOffset: layout.afterLengths, as: Int64.self)
     }
 
+    /// Whether the key's time is up at `now`: Redis treats a key as expired only once `now` is past its
+    /// expiry time (`now > when`), so the key is still readable during its expiry millisecond.
+    @inlinable @inline(__always)
+    package func isExpired(at now: Int64) -> Bool {
+        guard hasExpiry, let expiry else { return false }
+        return expiry < now
+    }
+
     /// Overwrites the expiry of an entry that already has one.
     @inlinable @inline(__always)
     package func updateExpiry(_ milliseconds: Int64) {

@@ -54,7 +54,7 @@ struct ExpiryIndex {
     /// Takes the next list of hashes to process at `now`, or nil when nothing is due.
     mutating func takeDue(now: Int64) -> Batch? {
         guard registrations > 0 else { return nil }
-        let limit = (now + 1) >> Self.slotShift  // slots before this one lie wholly in the past
+        let limit = now >> Self.slotShift  // keys in slots before this one all expired before `now`
         while true {
             let window = cursor >> Self.windowShift
             if window > cascadedWindow {

@@ -37,6 +37,11 @@ package final class Shard: @unchecked Sendable {
 
     var expiryIndex = ExpiryIndex()
 
+    /// Slots in the table (0 before the first insert).
+    package var tableCapacity: Int { capacity }
+    /// Key hashes the expiry index holds, live or stale.
+    package var expiryRegistrations: Int { expiryIndex.registrations }
+
     @usableFromInline static let tagBits: UInt64 = 21
     @usableFromInline static let tagShift: UInt64 = 64 - tagBits
     @usableFromInline static let tagMask: UInt64 = (1 << tagBits) - 1
@@ -89,12 +94,13 @@ package final class Shard: @unchecked Sendable {
     }
 
     /// The slot holding `key` if it exists and has not expired at `now`. An expired key is removed on the way
-    /// (lazy expiry) and counted in ``expiredKeys``.
+    /// (lazy expiry) and counted in ``expiredKeys``. As in Redis, a key is still alive at its expiry
+    /// millisecond and expired after it.
     @inlinable
     package func lookup(_ key: UnsafeRawBufferPointer, hash: UInt64, now: Int64) -> Int? {
         guard let index = find(key, hash: hash) else { return nil }
         let entry = Self.unpack(slots![index])
-        if entry.hasExpiry, let expiry = entry.expiry, expiry <= now {
+        if entry.isExpired(at: now) {
             remove(at: index)
             expiredKeys &+= 1
             return nil
@@ -148,7 +154,7 @@ package final class Shard: @unchecked Sendable {
         case (let old?, let new?):
             expirySum += Int128(new) - Int128(old)
             entry.updateExpiry(new)
-            expiryIndex.register(hash: hash, expiry: new)
+            registerExpiry(hash: hash, expiry: new)
         default:
             guard let rebuilt = Entry.make(key: entry.key, value: entry.value, expiry: expiry) else { return }
             rebuilt.flags |= entry.flags & Entry.visitedFlag
@@ -241,7 +247,7 @@ package final class Shard: @unchecked Sendable {
                 work += 1
                 visitEntries(hash: hash) { index, entry in
                     guard let expiry = entry.expiry else { return false }
-                    if expiry <= now {
+                    if expiry < now {
                         remove(at: index)
                         expiredKeys &+= 1
                         return true
@@ -255,16 +261,16 @@ package final class Shard: @unchecked Sendable {
             }
             expiryIndex.putBack(batch)
         }
-        if expiryIndex.registrations > 2 * expiresCount + 1024 { rebuildExpiryIndex() }
+        if expiryIndex.registrations > staleRegistrationLimit { rebuildExpiryIndex() }
         return work
     }
 
-    /// The number of keys whose expiry is at or before `now` but which are still in the table.
+    /// The number of keys whose expiry is before `now` but which are still in the table.
     package func countExpired(now: Int64) -> Int {
         guard expiresCount > 0, let slots else { return 0 }
         var n = 0
         for i in 0..<capacity where slots[i] != 0 {
-            if let e = Self.unpack(slots[i]).expiry, e <= now { n += 1 }
+            if Self.unpack(slots[i]).isExpired(at: now) { n += 1 }
         }
         return n
     }
@@ -287,6 +293,19 @@ package final class Shard: @unchecked Sendable {
         }
     }
 
+    /// How many hashes the expiry index may hold before it is rebuilt from the live keys: twice the keys with
+    /// a TTL plus slack proportional to the table, so that rebuilding (which reads the whole table) costs
+    /// O(1) per registration however the keys' TTLs churn.
+    private var staleRegistrationLimit: Int { 2 * expiresCount + max(1024, capacity / 2) }
+
+    /// Records a key's expiry in the index. A key that is overwritten, deleted or given a new TTL leaves its
+    /// old hash behind, so the index is rebuilt here when such stale hashes pile up: without it, a client that
+    /// keeps changing TTLs between two sweeps would grow the index without bound.
+    private func registerExpiry(hash: UInt64, expiry: Int64) {
+        expiryIndex.register(hash: hash, expiry: expiry)
+        if expiryIndex.registrations > staleRegistrationLimit { rebuildExpiryIndex() }
+    }
+
     private func rebuildExpiryIndex() {
         var index = ExpiryIndex()
         forEach { entry in
@@ -303,7 +322,7 @@ package final class Shard: @unchecked Sendable {
         if let expiry = entry.expiry {
             expiresCount += 1
             expirySum += Int128(expiry)
-            expiryIndex.register(hash: hash, expiry: expiry)
+            registerExpiry(hash: hash, expiry: expiry)
         }
     }
 

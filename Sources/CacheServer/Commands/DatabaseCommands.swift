@@ -5,9 +5,8 @@ import RESP
 /// Commands on whole databases: SELECT, SWAPDB, DBSIZE, FLUSHDB, FLUSHALL.
 package enum DatabaseCommands {
     static func select(_ c: inout CommandContext) {
-        guard let index = c.arguments.integer(1), index >= Int(Int32.min), index <= Int(Int32.max) else {
-            return c.error(ReplyError.notInteger)
-        }
+        guard let index = c.integerArgument(1) else { return }
+        guard index >= Int(Int32.min) && index <= Int(Int32.max) else { return c.error(ReplyError.notInt32) }
         guard index >= 0 && index < c.server.keyspace.databases.count else {
             return c.error(ReplyError.dbIndexOutOfRange)
         }

@@ -174,7 +174,8 @@ package enum KeyCommands {
 
     static func move(_ c: inout CommandContext) {
         guard let target = c.integerArgument(2) else { return }
-        guard target >= 0 && target < c.server.keyspace.databases.count && target <= Int(Int32.max) else {
+        guard target >= Int(Int32.min) && target <= Int(Int32.max) else { return c.error(ReplyError.notInt32) }
+        guard target >= 0 && target < c.server.keyspace.databases.count else {
             return c.error(ReplyError.dbIndexOutOfRange)
         }
         guard target != c.session.db else { return c.error(ReplyError.sameObject) }
@@ -215,7 +216,7 @@ package enum KeyCommands {
             shard.lock.lock()
             if let index = shard.randomSlot(using: &generator) {
                 let entry = shard.entry(at: index)
-                if let expiry = entry.expiry, expiry <= c.now {
+                if entry.isExpired(at: c.now) {
                     shard.remove(at: index)
                     shard.expiredKeys &+= 1
                 } else {
@@ -231,7 +232,7 @@ package enum KeyCommands {
             shard.lock.lock()
             while let index = shard.randomSlot(using: &generator) {
                 let entry = shard.entry(at: index)
-                if let expiry = entry.expiry, expiry <= c.now {
+                if entry.isExpired(at: c.now) {
                     shard.remove(at: index)
                     shard.expiredKeys &+= 1
                     continue
@@ -253,7 +254,7 @@ package enum KeyCommands {
         for shard in c.database.shards {
             shard.lock.lock()
             shard.forEach { entry in
-                if let expiry = entry.expiry, expiry <= c.now { return }
+                if entry.isExpired(at: c.now) { return }
                 let key = entry.key
                 if matchAll || Glob.matches(pattern: pattern, subject: key) {
                     matches.writeRESPBulkString(key)
@@ -296,12 +297,13 @@ package enum KeyCommands {
         var shardCursor = cursor >> 8
         var found = ByteBuffer()
         var collected = 0
-        var iterations = count * 10
+        // Redis's limit is count * 10 (which wraps, i.e. no limit, for a huge COUNT); never trap on it.
+        var iterations = count.multipliedReportingOverflow(by: 10).overflow ? Int.max : count * 10
         repeat {
             let shard = db.shards[shardIndex]
             shard.lock.lock()
             shardCursor = shard.scan(cursor: shardCursor) { entry in
-                if let expiry = entry.expiry, expiry <= c.now { return }
+                if entry.isExpired(at: c.now) { return }
                 guard wantsStrings else { return }
                 if let pattern, !Glob.matches(pattern: pattern, subject: entry.key) { return }
                 found.writeRESPBulkString(entry.key)
@@ -321,17 +323,30 @@ package enum KeyCommands {
         c.reply.writeBuffer(&found)
     }
 
-    /// An unsigned 64-bit cursor as Redis's `string2ull` reads it.
+    /// A cursor as Redis 7.0's `parseScanCursorOrReply` reads it with `strtoul`: the empty string is 0, an
+    /// optional sign is accepted (a minus wraps the value around, so `-1` is the largest cursor), and leading
+    /// space, trailing junk or a value beyond 64 bits make it invalid.
     static func parseCursor(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
-        guard !bytes.isEmpty, bytes.count <= 20 else { return nil }
+        var i = 0
+        var negative = false
+        if let first = bytes.first {
+            if first == UInt8(ascii: "+") || first == UInt8(ascii: "-") {
+                negative = first == UInt8(ascii: "-")
+                i = 1
+            }
+            // No digits means no conversion: strtoul leaves its end at the first byte, which is not NUL.
+            guard i < bytes.count, bytes[i] >= UInt8(ascii: "0") && bytes[i] <= UInt8(ascii: "9") else { return nil }
+        }
         var value: UInt64 = 0
-        for b in bytes {
+        while i < bytes.count {
+            let b = bytes[i]
             guard b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") else { return nil }
             let (m, o1) = value.multipliedReportingOverflow(by: 10)
-            let (s, o2) = m.addingReportingOverflow(UInt64(b - UInt8(ascii: "0")))
+            let (sum, o2) = m.addingReportingOverflow(UInt64(b - UInt8(ascii: "0")))
             if o1 || o2 { return nil }
-            value = s
+            value = sum
+            i += 1
         }
-        return value
+        return negative ? 0 &- value : value
     }
 }

@@ -22,6 +22,9 @@ package enum ReplyError {
         "ERR NX and XX, GT or LT options at the same time are not compatible"
     package static let expireOptionsGTLT: StaticString = "ERR GT and LT options at the same time are not compatible"
     package static let noProto: StaticString = "NOPROTO unsupported protocol version"
+    /// `getIntFromObjectOrReply`'s error for an integer beyond 32 bits (SELECT, MOVE).
+    package static let notInt32: StaticString =
+        "ERR value is out of range, value must between -2147483648 and 2147483647"
 
     /// `ERR wrong number of arguments for 'name' command`
     package static func wrongArity(_ name: String) -> String {

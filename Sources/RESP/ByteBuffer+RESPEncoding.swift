@@ -37,12 +37,19 @@ extension ByteBuffer {
         writeCRLF()
     }
 
-    /// `-message\r\n`; CR and LF in the message are replaced by spaces, as Redis does.
+    /// `-message\r\n`; as Redis does, CR and LF are trimmed from both ends of the message and replaced by
+    /// spaces inside it.
     @inlinable
     public mutating func writeRESPError(_ message: String) {
         writeInteger(UInt8(ascii: "-"))
-        if message.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A }) {
-            writeBytes(message.utf8.map { $0 == 0x0D || $0 == 0x0A ? 0x20 : $0 })
+        let utf8 = message.utf8
+        if utf8.contains(where: { $0 == 0x0D || $0 == 0x0A }) {
+            let isNewline: (UInt8) -> Bool = { $0 == 0x0D || $0 == 0x0A }
+            let start = utf8.firstIndex(where: { !isNewline($0) }) ?? utf8.endIndex
+            let end = utf8.lastIndex(where: { !isNewline($0) }).map { utf8.index(after: $0) } ?? start
+            if start < end {
+                writeBytes(utf8[start..<end].lazy.map { isNewline($0) ? 0x20 : $0 })
+            }
         } else {
             writeString(message)
         }
@@ -148,11 +155,18 @@ extension ByteBuffer {
     }
 
     /// A verbatim string (`=len\r\ntxt:...`) in RESP3, a bulk string in RESP2.
+    ///
+    /// The format is always three bytes on the wire: as Redis does, a shorter one is padded with spaces and a
+    /// longer one cut.
     @inlinable
     public mutating func writeRESPVerbatim(_ text: String, format: StaticString = "txt", _ version: RESPVersion) {
         if version == .resp3 {
             writeRESPHeader(UInt8(ascii: "="), text.utf8.count + 4)
-            writeStaticString(format)
+            format.withUTF8Buffer { formatBytes in
+                for i in 0..<3 {
+                    writeInteger(i < formatBytes.count ? formatBytes[i] : UInt8(ascii: " "))
+                }
+            }
             writeInteger(UInt8(ascii: ":"))
             writeString(text)
             writeCRLF()

@@ -3,9 +3,12 @@
 /// Offsets are relative to the start of the frame (the first byte of the command), so they stay valid while
 /// the frame's bytes sit, unread, at the front of a growing receive buffer.
 public struct RESPArgumentSpan: Sendable, Equatable {
+    /// Where the argument starts, in bytes from the start of the frame (or of the inline storage).
     public var offset: Int
+    /// The argument's length in bytes.
     public var count: Int
 
+    /// Creates a span of `count` bytes starting `offset` bytes in.
     @inlinable
     public init(offset: Int, count: Int) {
         self.offset = offset
@@ -21,10 +24,12 @@ public struct RESPRequestLimits: Sendable, Equatable {
     public var maxInlineLength: Int
     /// The most arguments one multibulk command may declare (Redis: `INT_MAX`).
     public var maxMultibulkLength: Int
-    /// Limits for a client that still has to authenticate (Redis: 10 arguments, 16 KiB bulks).
+    /// The most arguments a client that still has to authenticate may send (Redis: 10).
     public var unauthenticatedMaxMultibulkLength: Int
+    /// The largest bulk string a client that still has to authenticate may send (Redis: 16 KiB).
     public var unauthenticatedMaxBulkLength: Int
 
+    /// Creates limits; the defaults are Redis 7.0's.
     public init(
         maxBulkLength: Int = 512 * 1024 * 1024,
         maxInlineLength: Int = 64 * 1024,
@@ -45,23 +50,34 @@ public struct RESPProtocolError: Error, Sendable, Equatable, CustomStringConvert
     /// The text of the error reply, without the leading `-` and trailing CRLF, in Redis's wording.
     public let message: String
 
+    /// Creates an error whose reply is `-message\r\n`.
     public init(message: String) { self.message = message }
 
+    /// A `*N` count that is not a number or is too large.
     public static let invalidMultibulkLength = RESPProtocolError(message: "ERR Protocol error: invalid multibulk length")
+    /// A `$N` length that is not a number, is negative, or exceeds ``RESPRequestLimits/maxBulkLength``.
     public static let invalidBulkLength = RESPProtocolError(message: "ERR Protocol error: invalid bulk length")
+    /// More arguments than an unauthenticated client may send.
     public static let unauthenticatedMultibulkLength = RESPProtocolError(
         message: "ERR Protocol error: unauthenticated multibulk length")
+    /// A larger bulk string than an unauthenticated client may send.
     public static let unauthenticatedBulkLength = RESPProtocolError(
         message: "ERR Protocol error: unauthenticated bulk length")
+    /// No CR within ``RESPRequestLimits/maxInlineLength`` bytes of a `*`.
     public static let tooBigMultibulkCount = RESPProtocolError(message: "ERR Protocol error: too big mbulk count string")
+    /// No CR within ``RESPRequestLimits/maxInlineLength`` bytes of a `$`.
     public static let tooBigBulkCount = RESPProtocolError(message: "ERR Protocol error: too big bulk count string")
+    /// An inline command longer than ``RESPRequestLimits/maxInlineLength``.
     public static let tooBigInline = RESPProtocolError(message: "ERR Protocol error: too big inline request")
+    /// An inline command with an unterminated quote, or a closing quote not followed by a blank.
     public static let unbalancedQuotes = RESPProtocolError(message: "ERR Protocol error: unbalanced quotes in request")
 
+    /// A multibulk element that does not start with `$`; `byte` is what it starts with.
     public static func expectedDollar(got byte: UInt8) -> RESPProtocolError {
         RESPProtocolError(message: "ERR Protocol error: expected '$', got '\(Character(Unicode.Scalar(byte)))'")
     }
 
+    /// The error reply's text, ``message``.
     public var description: String { message }
 }
 
@@ -94,6 +110,7 @@ public struct RESPRequestParser: Sendable {
     private var cursor = 0
     private var inFrame = false
 
+    /// Creates a parser that expects the first byte of a frame.
     public init() {
         arguments.reserveCapacity(16)
     }
@@ -179,7 +196,11 @@ public struct RESPRequestParser: Sendable {
     private mutating func parseInline(_ bytes: UnsafeRawBufferPointer, limits: RESPRequestLimits)
         throws(RESPProtocolError) -> Result
     {
-        guard let newline = Self.findByte(UInt8(ascii: "\n"), in: bytes, from: 0) else {
+        // Redis looks for the newline with strchr, which stops at a NUL byte: a NUL before the newline hides
+        // it, and the request waits for more bytes until it is too big.
+        guard let newline = Self.findByte(UInt8(ascii: "\n"), in: bytes, from: 0),
+            Self.findByte(0, in: UnsafeRawBufferPointer(rebasing: bytes[..<newline]), from: 0) == nil
+        else {
             if bytes.count > limits.maxInlineLength { throw .tooBigInline }
             return .incomplete
         }
@@ -195,13 +216,14 @@ public struct RESPRequestParser: Sendable {
 
     /// Splits an inline line into arguments the way Redis's `sdssplitargs` does: blanks separate, `"..."`
     /// takes `\n \r \t \b \a \\ \"` and `\xHH` escapes, `'...'` takes `\'`; a closing quote must be followed
-    /// by a blank or the end of the line.
+    /// by a blank or the end of the line. Like that C function, it reads the line only up to a NUL byte.
     static func splitInline(
         _ bytes: UnsafeRawBufferPointer,
-        end: Int,
+        end lineEnd: Int,
         storage: inout [UInt8],
         spans: inout [RESPArgumentSpan]
     ) throws(RESPProtocolError) {
+        let end = findByte(0, in: UnsafeRawBufferPointer(rebasing: bytes[..<lineEnd]), from: 0) ?? lineEnd
         var i = 0
         func isSpace(_ c: UInt8) -> Bool {
             c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 || c == 0x0B || c == 0x0C

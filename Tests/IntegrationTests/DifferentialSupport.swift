@@ -6,90 +6,32 @@ import RESP
 import Glibc
 #endif
 
-// MARK: cutting replies
+// MARK: normalising replies for the `?`, `??` and `~` comparisons
 
-/// Finds where one complete RESP2/RESP3 reply ends.
-enum ReplyFrame {
+/// A reply as a tree, re-encoded after normalisation to compare replies that may legitimately differ.
+indirect enum ReplyNode: Equatable {
     struct Malformed: Error, CustomStringConvertible {
         let offset: Int
         let reason: String
         var description: String { "malformed reply at byte \(offset): \(reason)" }
     }
 
-    /// The number of bytes of the next complete reply at the start of `buffer`'s readable bytes, or nil when
-    /// more bytes are needed. Throws when the bytes are not a RESP reply.
-    static func frameLength(in buffer: ByteBuffer) throws -> Int? {
-        try buffer.withUnsafeReadableBytes { try end(of: $0, from: 0) }
-    }
-
-    /// The offset just past the reply that starts at `start`, or nil when it is incomplete.
-    private static func end(of bytes: UnsafeRawBufferPointer, from start: Int) throws -> Int? {
-        guard start < bytes.count else { return nil }
-        // The header line: a type byte, then text up to CRLF.
-        var cr = start + 1
-        while cr < bytes.count && bytes[cr] != 0x0D { cr += 1 }
-        guard cr + 1 < bytes.count else { return nil }
-        guard bytes[cr + 1] == 0x0A else { throw Malformed(offset: cr, reason: "CR without LF") }
-        let lineEnd = cr + 2
-        func headerNumber() throws -> Int {
-            guard let n = RESPInteger.parse(UnsafeRawBufferPointer(rebasing: bytes[(start + 1)..<cr])) else {
-                throw Malformed(offset: start, reason: "bad length in header")
-            }
-            return n
-        }
-        switch bytes[start] {
-        case UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: ":"), UInt8(ascii: "_"),
-             UInt8(ascii: "#"), UInt8(ascii: ","), UInt8(ascii: "("):
-            return lineEnd
-        case UInt8(ascii: "$"), UInt8(ascii: "!"), UInt8(ascii: "="):
-            let n = try headerNumber()
-            if n == -1 && bytes[start] == UInt8(ascii: "$") { return lineEnd }
-            guard n >= 0 else { throw Malformed(offset: start, reason: "negative blob length") }
-            let end = lineEnd + n + 2
-            guard end <= bytes.count else { return nil }
-            guard bytes[end - 2] == 0x0D && bytes[end - 1] == 0x0A else {
-                throw Malformed(offset: end - 2, reason: "blob not followed by CRLF")
-            }
-            return end
-        case UInt8(ascii: "*"), UInt8(ascii: "~"), UInt8(ascii: ">"), UInt8(ascii: "%"), UInt8(ascii: "|"):
-            let n = try headerNumber()
-            if n == -1 && bytes[start] == UInt8(ascii: "*") { return lineEnd }
-            guard n >= 0 else { throw Malformed(offset: start, reason: "negative aggregate length") }
-            let isPairs = bytes[start] == UInt8(ascii: "%") || bytes[start] == UInt8(ascii: "|")
-            var offset = lineEnd
-            for _ in 0..<(isPairs ? 2 * n : n) {
-                guard let next = try end(of: bytes, from: offset) else { return nil }
-                offset = next
-            }
-            // An attribute describes the reply that follows it: both are one frame.
-            if bytes[start] == UInt8(ascii: "|") { return try end(of: bytes, from: offset) }
-            return offset
-        default:
-            throw Malformed(offset: start, reason: "unknown type byte \(Escaped.render([bytes[start]]))")
-        }
-    }
-}
-
-// MARK: normalising replies for the `?`, `??` and `~` comparisons
-
-/// A reply as a tree, re-encoded after normalisation to compare replies that may legitimately differ.
-indirect enum ReplyNode: Equatable {
     case line(type: UInt8, text: [UInt8])
     case blob(type: UInt8, payload: [UInt8]?)
     case aggregate(type: UInt8, elements: [ReplyNode]?)
 
-    /// Parses one complete reply (as cut by ``ReplyFrame``).
+    /// Parses one complete reply, as cut by `RESPValue.frameLength(in:limits:)`.
     static func parse(_ bytes: [UInt8]) throws -> ReplyNode {
         var offset = 0
         let node = try parse(bytes, &offset)
-        guard offset == bytes.count else { throw ReplyFrame.Malformed(offset: offset, reason: "trailing bytes") }
+        guard offset == bytes.count else { throw Malformed(offset: offset, reason: "trailing bytes") }
         return node
     }
 
     private static func parse(_ bytes: [UInt8], _ offset: inout Int) throws -> ReplyNode {
         let start = offset
         guard var cr = bytes[start...].firstIndex(of: 0x0D) else {
-            throw ReplyFrame.Malformed(offset: start, reason: "no CRLF")
+            throw Malformed(offset: start, reason: "no CRLF")
         }
         let type = bytes[start]
         let text = Array(bytes[(start + 1)..<cr])
@@ -98,7 +40,7 @@ indirect enum ReplyNode: Equatable {
         switch type {
         case UInt8(ascii: "$"), UInt8(ascii: "!"), UInt8(ascii: "="):
             guard let n = RESPInteger.parse(text), n >= -1 else {
-                throw ReplyFrame.Malformed(offset: start, reason: "bad blob length")
+                throw Malformed(offset: start, reason: "bad blob length")
             }
             if n == -1 { return .blob(type: type, payload: nil) }
             let payload = Array(bytes[offset..<(offset + n)])
@@ -106,7 +48,7 @@ indirect enum ReplyNode: Equatable {
             return .blob(type: type, payload: payload)
         case UInt8(ascii: "*"), UInt8(ascii: "~"), UInt8(ascii: ">"), UInt8(ascii: "%"), UInt8(ascii: "|"):
             guard let n = RESPInteger.parse(text), n >= -1 else {
-                throw ReplyFrame.Malformed(offset: start, reason: "bad aggregate length")
+                throw Malformed(offset: start, reason: "bad aggregate length")
             }
             if n == -1 { return .aggregate(type: type, elements: nil) }
             let isPairs = type == UInt8(ascii: "%") || type == UInt8(ascii: "|")
@@ -274,7 +216,7 @@ final class DifferentialConnection {
             while true {
                 let length: Int?
                 do {
-                    length = try ReplyFrame.frameLength(in: buffer)
+                    length = try RESPValue.frameLength(in: buffer)
                 } catch {
                     return .malformed(received + Array(buffer.readableBytesView), "\(error)")
                 }

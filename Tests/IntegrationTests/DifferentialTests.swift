@@ -1,5 +1,4 @@
 import Foundation
-import NIOCore
 import Testing
 
 /// Runs every corpus file under `Corpus/` against a reference `redis-server` and a candidate server, and
@@ -76,28 +75,6 @@ struct DifferentialTests {
         #expect(bytes == Array("PING\r\nPING\r\n".utf8))
         #expect(throws: CorpusSyntaxError.self) { try CorpusParser.parse(name: "t", contents: "GET a\n!absent lpush\n") }
         #expect(throws: CorpusSyntaxError.self) { try CorpusParser.parse(name: "t", contents: "!raw x \"PING\\r\\n\"\n") }
-    }
-
-    @Test("replies are cut at their exact end")
-    func replyFrames() throws {
-        func length(_ text: String) throws -> Int? {
-            var buffer = ByteBufferAllocator().buffer(capacity: text.utf8.count)
-            buffer.writeString(text)
-            return try ReplyFrame.frameLength(in: buffer)
-        }
-        #expect(try length("+OK\r\n+PONG\r\n") == 5)
-        #expect(try length("$-1\r\n") == 5)
-        #expect(try length("$3\r\na\r\n\r\n:1\r\n") == 9)
-        #expect(try length("$3\r\na\r\n") == nil)
-        #expect(try length("*2\r\n$1\r\na\r\n*-1\r\n_\r\n") == 16)
-        #expect(try length("*2\r\n$1\r\na\r\n") == nil)
-        #expect(try length("%1\r\n+a\r\n,1.5\r\n#t\r\n") == 14)
-        #expect(try length("|1\r\n+k\r\n+v\r\n:1\r\n") == 16)
-        #expect(try length("=7\r\ntxt:abc\r\n") == 13)
-        #expect(try length("*0\r\n") == 4)
-        #expect(try length("*1\r") == nil)
-        #expect(throws: ReplyFrame.Malformed.self) { try length("$1\r\nab\r\n") }
-        #expect(throws: ReplyFrame.Malformed.self) { try length("hello\r\n") }
     }
 
     @Test("?, ?? and ~ compare only what is deterministic")

@@ -41,17 +41,23 @@ extension ByteBuffer {
     /// spaces inside it.
     @inlinable
     public mutating func writeRESPError(_ message: String) {
+        writeRESPError(bytes: message.utf8)
+    }
+
+    /// `-message\r\n` from raw bytes (Redis's messages may quote client bytes that are not UTF-8).
+    /// CR and LF at either end are trimmed and inner ones become spaces, as Redis does.
+    @inlinable
+    public mutating func writeRESPError<Bytes: BidirectionalCollection<UInt8>>(bytes message: Bytes) {
         writeInteger(UInt8(ascii: "-"))
-        let utf8 = message.utf8
-        if utf8.contains(where: { $0 == 0x0D || $0 == 0x0A }) {
-            let isNewline: (UInt8) -> Bool = { $0 == 0x0D || $0 == 0x0A }
-            let start = utf8.firstIndex(where: { !isNewline($0) }) ?? utf8.endIndex
-            let end = utf8.lastIndex(where: { !isNewline($0) }).map { utf8.index(after: $0) } ?? start
+        let isNewline: (UInt8) -> Bool = { $0 == 0x0D || $0 == 0x0A }
+        if message.contains(where: isNewline) {
+            let start = message.firstIndex(where: { !isNewline($0) }) ?? message.endIndex
+            let end = message.lastIndex(where: { !isNewline($0) }).map { message.index(after: $0) } ?? start
             if start < end {
-                writeBytes(utf8[start..<end].lazy.map { isNewline($0) ? 0x20 : $0 })
+                writeBytes(message[start..<end].lazy.map { isNewline($0) ? 0x20 : $0 })
             }
         } else {
-            writeString(message)
+            writeBytes(message)
         }
         writeCRLF()
     }

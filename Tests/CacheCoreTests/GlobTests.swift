@@ -2,12 +2,12 @@ import CacheCore
 import Testing
 
 /// Each string stands for its bytes: every scalar is one byte (U+0000...U+00FF).
-private func bytes(_ string: String) -> [UInt8] {
+private func latin1(_ string: String) -> [UInt8] {
     string.unicodeScalars.map { UInt8($0.value) }
 }
 
 private func matches(_ pattern: String, _ subject: String, caseInsensitive: Bool = false) -> Bool {
-    Glob.matches(pattern: bytes(pattern), subject: bytes(subject), caseInsensitive: caseInsensitive)
+    Glob.matches(pattern: latin1(pattern), subject: latin1(subject), caseInsensitive: caseInsensitive)
 }
 
 @Suite("Glob matching")
@@ -93,7 +93,7 @@ struct GlobTests {
     func patternBufferIsReadWithinBounds() {
         // The set "[b" is unterminated within the three bytes given, even though the
         // surrounding memory continues with "c]".
-        let storage = bytes("a[bc]")
+        let storage = latin1("a[bc]")
         let subjectB = bytes("ab")
         let subjectC = bytes("ac")
         storage.withUnsafeBytes { all in

@@ -16,7 +16,7 @@ package enum CommandExecutor {
     ) {
         // Redis's order of checks: existence, arity, then authentication.
         guard let index = server.commands.lookup(arguments[0]) else {
-            reply.writeRESPError(ReplyError.unknownCommand(arguments))
+            reply.writeRESPError(bytes: ReplyError.unknownCommand(arguments))
             return
         }
         let spec = server.commands.commands[index]

@@ -302,6 +302,9 @@ package enum KeyCommands {
         repeat {
             let shard = db.shards[shardIndex]
             shard.lock.lock()
+            // An empty shard has no slots to visit and costs nothing, so that a small database is
+            // iterated in one call, as Redis's small tables are.
+            let visitedSlot = shard.tableCapacity > 0
             shardCursor = shard.scan(cursor: shardCursor) { entry in
                 if entry.isExpired(at: c.now) { return }
                 guard wantsStrings else { return }
@@ -314,7 +317,7 @@ package enum KeyCommands {
                 shardIndex += 1
                 if shardIndex == Keyspace.shardCount { break }
             }
-            iterations -= 1
+            if visitedSlot { iterations -= 1 }
         } while collected < count && iterations > 0
         let next: UInt64 = shardIndex == Keyspace.shardCount ? 0 : (shardCursor << 8) | UInt64(shardIndex)
         c.arrayHeader(2)

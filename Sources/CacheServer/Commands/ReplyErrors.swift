@@ -41,23 +41,23 @@ package enum ReplyError {
         "ERR unknown subcommand '\(sub.prefix(128))'. Try \(command.uppercased()) HELP."
     }
 
-    /// `ERR unknown command 'x', with args beginning with: 'a' 'b' `, as Redis previews the arguments.
-    package static func unknownCommand(_ arguments: Arguments) -> String {
-        var preview = ""
+    /// `ERR unknown command 'x', with args beginning with: 'a' 'b' `, as Redis previews the arguments:
+    /// each one as C prints a string (cut at a NUL byte), the whole preview about 128 bytes.
+    package static func unknownCommand(_ arguments: Arguments) -> [UInt8] {
+        var preview: [UInt8] = []
         var i = 1
-        while i < arguments.count && preview.utf8.count < 128 {
-            let room = 128 - preview.utf8.count
-            preview += "'" + cString(arguments, i, limit: room) + "' "
+        while i < arguments.count && preview.count < 128 {
+            preview += Array("'".utf8) + cString(arguments[i], limit: 128 - preview.count) + Array("' ".utf8)
             i += 1
         }
-        return "ERR unknown command '\(cString(arguments, 0, limit: 128))', with args beginning with: \(preview)"
+        return Array("ERR unknown command '".utf8) + cString(arguments[0], limit: 128)
+            + Array("', with args beginning with: ".utf8) + preview
     }
 
-    /// Argument `index` as C's `%.Ns` prints it: cut at a NUL byte and at `limit` bytes.
-    private static func cString(_ arguments: Arguments, _ index: Int, limit: Int) -> String {
-        let bytes = arguments[index]
+    /// Bytes as C's `%.Ns` prints them: cut at a NUL byte and at `limit` bytes.
+    private static func cString(_ bytes: UnsafeRawBufferPointer, limit: Int) -> [UInt8] {
         var end = 0
         while end < bytes.count && end < limit && bytes[end] != 0 { end += 1 }
-        return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<end]), as: UTF8.self)
+        return Array(bytes[0..<end])
     }
 }

@@ -181,11 +181,16 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         server.stats.netOutputBytes.wrappingAdd(output.readableBytes, ordering: .relaxed)
         context.write(wrapOutboundOut(output), promise: nil)
         output = context.channel.allocator.buffer(capacity: 4096)
+        unflushed = true
     }
 
+    /// Whether replies were handed to the channel since the last flush.
+    private var unflushed = false
+
     private func flush(context: ChannelHandlerContext) {
-        if output.readableBytes > 0 {
-            write(context: context)
+        write(context: context)
+        if unflushed {
+            unflushed = false
             context.flush()
         }
     }

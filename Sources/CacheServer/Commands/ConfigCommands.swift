@@ -14,7 +14,7 @@ package enum ConfigCommands {
                 c.bulk(value)
             }
         } else if a.matches(1, "set") && a.count >= 4 {
-            guard a.count % 2 == 0 else { return c.error(ReplyError.wrongArity("config|set")) }
+            guard a.count % 2 == 0 else { return c.error(ReplyError.syntax) }
             let changes = stride(from: 2, to: a.count, by: 2).map { (name: a.string($0), value: a.string($0 + 1)) }
             do throws(ConfigurationDirectiveError) {
                 try c.server.updateConfiguration { config throws(ConfigurationDirectiveError) in

@@ -247,7 +247,7 @@ package enum ServerCommands {
             }
             c.arrayHeader(a.count - 2)
             for j in 2..<a.count {
-                if let spec = c.server.commands.lookup(a[j]).map({ table[$0] }) { writeInfo(&c, spec) } else { c.reply.writeRESPNullArray(c.version) }
+                if let spec = c.server.commands.lookup(a[j]).map({ table[$0] }) { writeInfo(&c, spec) } else { c.null() }
             }
         } else if a.matches(1, "docs") {
             let specs = a.count == 2 ? table : (2..<a.count).compactMap { c.server.commands.lookup(a[$0]).map { table[$0] } }

@@ -7,7 +7,7 @@ DESTDIR    ?=
 PORT       ?= 6379
 BINDIR      = $(DESTDIR)$(PREFIX)/bin
 RELEASE_BIN = .build/release/cached-server
-APT_PACKAGES = libhiredis-dev redis-server redis-tools pkg-config
+APT_PACKAGES = libhiredis-dev libjemalloc-dev redis-server redis-tools pkg-config
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all build release run test deps install uninstall clean

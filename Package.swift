@@ -23,7 +23,7 @@ let package = Package(
             dependencies: [.product(name: "NIOCore", package: "swift-nio")]
         ),
         // The storage engine: keyspace, expiry, memory accounting. No networking.
-        .target(name: "CacheCore"),
+        .target(name: "CacheCore", dependencies: ["CJemalloc"]),
         // The RESP server as a library: command table, handlers, NIO pipeline, config.
         .target(
             name: "CacheServer",
@@ -44,6 +44,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
+        ),
+        // jemalloc, the system allocator library (Debian: libjemalloc-dev): entries with a TTL live in an
+        // arena of their own, so that memory freed by expiry goes back to the system.
+        .systemLibrary(
+            name: "CJemalloc",
+            pkgConfig: "jemalloc",
+            providers: [.apt(["libjemalloc-dev"])]
         ),
         // hiredis, the system C client library (Debian: libhiredis-dev).
         .systemLibrary(

@@ -10,7 +10,8 @@ import Darwin
 ///
 ///     [flags: 1][key length: varint][value length: varint][expiry ms: 8, if flagged][key][value]
 ///
-/// A 13-byte key with a 100-byte value takes 116 bytes, which the allocator serves from a 128-byte chunk.
+/// A 13-byte key with a 100-byte value takes 116 bytes, which the allocator serves from its 128-byte class.
+/// Entries with an expiry live in an arena of their own (see ``EntryMemory``).
 /// An `Entry` is a borrowed view: it is valid only while its shard's lock is held and the entry is in the table.
 package struct Entry {
     package let base: UnsafeMutableRawPointer
@@ -84,13 +85,10 @@ package struct Entry {
         return memcmp(k.baseAddress!, other.baseAddress!, k.count) == 0
     }
 
-    /// Bytes this entry occupies in the heap: its size rounded up to the allocator's 16-byte chunks, plus
-    /// the allocator's 8-byte chunk header (glibc's accounting; minimum chunk 32 bytes).
+    /// Bytes this entry occupies in the heap (the allocator's size class).
     @inlinable
     package var allocatedSize: Int {
-        let l = layout
-        let requested = l.afterLengths + (hasExpiry ? 8 : 0) + l.keyCount + l.valueCount
-        return Swift.max(32, (requested + 8 + 15) & ~15)
+        EntryMemory.allocatedSize(base)
     }
 
     // MARK: creating and freeing
@@ -149,7 +147,7 @@ package struct Entry {
         expiry: Int64?
     ) -> Entry? {
         let total = size(keyCount: key.count, valueCount: valueCount, hasExpiry: expiry != nil)
-        guard let base = malloc(total) else { return nil }
+        guard let base = EntryMemory.allocate(total, volatile: expiry != nil) else { return nil }
         base.storeBytes(of: expiry != nil ? hasExpiryFlag : 0, as: UInt8.self)
         var offset = 1
         writeVarint(key.count, base, &offset)
@@ -184,6 +182,6 @@ package struct Entry {
 
     @inlinable
     package func deallocate() {
-        free(base)
+        EntryMemory.free(base, volatile: hasExpiry)
     }
 }

@@ -5,6 +5,9 @@
 /// into slots when the cursor comes within a window of them. Draining a slot whose time has wholly passed
 /// yields hashes of keys that are due, so a sweep costs time in proportion to the keys it reclaims.
 ///
+/// It keeps the low 32 bits of each hash: enough to find the key's slot and tag in its shard (the shard is
+/// implied), and a false match costs nothing, since a key is removed only when it really is due.
+///
 /// The index holds hashes, not pointers, so removing a key or changing its TTL does not have to find it
 /// here: the stale hash is dropped when its slot is drained (the shard looks the hash up and finds no due
 /// key), and the shard rebuilds the index if stale hashes pile up.
@@ -12,8 +15,8 @@ struct ExpiryIndex {
     static let slotShift: Int64 = 6
     static let windowShift: Int64 = 10
 
-    private var near: [Int64: ContiguousArray<UInt64>] = [:]
-    private var far: [Int64: ContiguousArray<UInt64>] = [:]
+    private var near: [Int64: ContiguousArray<UInt32>] = [:]
+    private var far: [Int64: ContiguousArray<UInt32>] = [:]
     /// The next near slot to drain: near slots before it are empty.
     private var cursor: Int64 = .max
     /// Far lists of windows up to `cascadedWindow + 1` have been spread into near slots.
@@ -34,11 +37,11 @@ struct ExpiryIndex {
         }
         let window = slot >> Self.windowShift
         if window <= cascadedWindow + 1 {
-            near[slot, default: []].append(hash)
+            near[slot, default: []].append(UInt32(truncatingIfNeeded: hash))
             // Moving the cursor back is always safe: the slots it passes again are empty.
             if slot < cursor { cursor = slot }
         } else {
-            far[window, default: []].append(hash)
+            far[window, default: []].append(UInt32(truncatingIfNeeded: hash))
         }
         registrations += 1
     }
@@ -46,7 +49,7 @@ struct ExpiryIndex {
     /// What ``takeDue(now:)`` hands out: hashes to check, from a near slot that lies wholly in the past, or
     /// from a far window that is being spread into near slots (`isCascade`).
     struct Batch {
-        var hashes: ContiguousArray<UInt64>
+        var hashes: ContiguousArray<UInt32>
         var slot: Int64
         var isCascade: Bool
     }

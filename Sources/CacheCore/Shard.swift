@@ -61,6 +61,7 @@ package final class Shard: @unchecked Sendable {
     @inlinable @inline(__always)
     static func pack(_ entry: Entry, hash: UInt64) -> UInt64 {
         let address = UInt64(UInt(bitPattern: entry.base))
+        assert(address & 15 == 0 && address >> 47 == 0, "entries must be 16-byte aligned user-space addresses")
         return (address >> 4) | ((hash & tagMask) << tagShift)
     }
 
@@ -168,7 +169,7 @@ package final class Shard: @unchecked Sendable {
             for i in 0..<capacity where slots[i] != 0 {
                 Self.unpack(slots[i]).deallocate()
             }
-            slots.deallocate()
+            EntryMemory.freeTable(slots, slots: capacity)
         }
         slots = nil
         capacity = 0
@@ -254,7 +255,7 @@ package final class Shard: @unchecked Sendable {
                     }
                     // A far window being spread into slots: keep keys that really expire in it.
                     if batch.isCascade && expiry >> (ExpiryIndex.slotShift + ExpiryIndex.windowShift) == batch.slot {
-                        expiryIndex.register(hash: hash, expiry: expiry)
+                        expiryIndex.register(hash: UInt64(hash), expiry: expiry)
                     }
                     return false
                 }
@@ -277,13 +278,15 @@ package final class Shard: @unchecked Sendable {
 
     /// Calls `body` for each entry whose key hashes to `hash`; `body` returns true when it removed the
     /// entry (the table may then have changed, so the run is searched again from the key's home slot).
-    private func visitEntries(hash: UInt64, _ body: (Int, Entry) -> Bool) {
-        let tag = hash & Self.tagMask
+    private func visitEntries(hash: UInt32, _ body: (Int, Entry) -> Bool) {
+        let tag = UInt64(hash) & Self.tagMask
         var steps = 0
         var i = Int(truncatingIfNeeded: hash) & (capacity - 1)
         while let slots = self.slots, steps <= capacity, slots[i] != 0 {
             let s = slots[i]
-            if Self.tag(s) == tag, Keyspace.hasher.hash(Self.unpack(s).key) == hash, body(i, Self.unpack(s)) {
+            if Self.tag(s) == tag, UInt32(truncatingIfNeeded: Keyspace.hasher.hash(Self.unpack(s).key)) == hash,
+                body(i, Self.unpack(s))
+            {
                 i = Int(truncatingIfNeeded: hash) & (capacity - 1)
                 steps = 0
                 continue
@@ -369,8 +372,7 @@ package final class Shard: @unchecked Sendable {
     }
 
     private func resize(to newCapacity: Int) {
-        let newSlots = UnsafeMutablePointer<UInt64>.allocate(capacity: newCapacity)
-        newSlots.initialize(repeating: 0, count: newCapacity)
+        let newSlots = EntryMemory.allocateTable(slots: newCapacity)
         let mask = newCapacity - 1
         if let old = slots {
             for i in 0..<capacity where old[i] != 0 {
@@ -379,7 +381,7 @@ package final class Shard: @unchecked Sendable {
                 while newSlots[j] != 0 { j = (j + 1) & mask }
                 newSlots[j] = s
             }
-            old.deallocate()
+            EntryMemory.freeTable(old, slots: capacity)
         }
         usedBytes += (newCapacity - capacity) * MemoryLayout<UInt64>.stride
         slots = newSlots

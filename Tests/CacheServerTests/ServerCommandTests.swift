@@ -266,7 +266,7 @@ struct ServerCommandTests {
         #expect(Set(get[2].elements?.compactMap(\.text) ?? []) == ["readonly", "fast"])
         #expect(Array(get[3...5]) == [.integer(1), .integer(1), .integer(1)])
         #expect(Set(get[6].elements?.compactMap(\.text) ?? []) == ["@read", "@string", "@fast"])
-        #expect(reply[1] == .nullArray)
+        #expect(reply[1] == .nullBulkString)  // Redis 7.0 answers an unknown name with $-1
         let mset = try #require(reply[2].elements)
         #expect(mset[0] == .bulk("mset"))
         #expect(mset[1] == .integer(-3))

@@ -47,12 +47,14 @@ package enum DatabaseCommands {
     static func flushdb(_ c: inout CommandContext) {
         guard flushMode(&c) else { return }
         c.database.removeAll()
+        EntryMemory.purgeAll()
         c.ok()
     }
 
     static func flushall(_ c: inout CommandContext) {
         guard flushMode(&c) else { return }
         for db in c.server.keyspace.databases { db.removeAll() }
+        EntryMemory.purgeAll()
         c.ok()
     }
 }

@@ -118,16 +118,24 @@ final class ExpirySweeper: Sendable {
     private func loop() {
         var lastSample = (time: state.clock.nowMilliseconds(), commands: ServerCommands.totalCommands(state))
         var opsHistory: [Int] = []
+        var reclaimedSincePurge = 0
         while running.load(ordering: .relaxed) {
             let hz = max(1, min(500, state.config.hz))
             let period = 1000 / hz
             let started = state.clock.nowMilliseconds()
             // Sweep until up to date, spending at most a quarter of the period.
-            var passes = 0
             while running.load(ordering: .relaxed) {
                 let result = state.keyspace.sweepExpired(now: state.clock.nowMilliseconds())
-                passes += 1
-                if !result.exhausted || state.clock.nowMilliseconds() - started >= Int64(period / 4) { break }
+                reclaimedSincePurge += result.reclaimed
+                if !result.exhausted {
+                    // Up to date: hand the pages that expiry emptied back to the system.
+                    if reclaimedSincePurge >= 4096 {
+                        EntryMemory.purgeVolatile()
+                        reclaimedSincePurge = 0
+                    }
+                    break
+                }
+                if state.clock.nowMilliseconds() - started >= Int64(period / 4) { break }
             }
             let now = state.clock.nowMilliseconds()
             if now - lastSample.time >= 100 {

@@ -1,0 +1,93 @@
+import CJemalloc
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Where entries live: jemalloc, with entries that have a TTL in an arena of their own.
+///
+/// Keys that expire together were mostly written together, and in a shared heap they sit interleaved with
+/// keys that never expire, so freeing them frees no whole page and resident memory stays where it was. Kept
+/// in their own arena (and never passed through a thread cache, which would hand their memory to other
+/// allocations), they leave whole pages empty when they expire, and ``purgeVolatile()`` returns those pages.
+/// jemalloc's size classes also fit entries closely: a 116-byte entry takes 128 bytes, with no chunk header.
+package enum EntryMemory {
+    /// The arena of entries with a TTL, created on first use.
+    @usableFromInline static let volatileFlags: Int32 = {
+        var arena: UInt32 = 0
+        var size = MemoryLayout<UInt32>.size
+        let rc = mallctl("arenas.create", &arena, &size, nil, 0)
+        precondition(rc == 0, "jemalloc could not create an arena (mallctl arenas.create: \(rc))")
+        return cached_jemalloc_arena_flags(arena)
+    }()
+
+    @usableFromInline static let volatileArena: UInt32 = {
+        UInt32((volatileFlags >> 20) - 1)
+    }()
+
+    /// Allocates `size` bytes, in the TTL arena when `volatile`. Nil when memory is exhausted.
+    ///
+    /// The result is 16-byte aligned, as table slots require: jemalloc aligns each allocation to its size
+    /// class, and every class from 16 bytes up is a multiple of 16, so requests are rounded up to 16.
+    @inlinable @inline(__always)
+    package static func allocate(_ size: Int, volatile: Bool) -> UnsafeMutableRawPointer? {
+        let request = max(size, 16)
+        return volatile ? mallocx(request, volatileFlags) : malloc(request)
+    }
+
+    /// Frees what ``allocate(_:volatile:)`` returned, with the same `volatile`.
+    @inlinable @inline(__always)
+    package static func free(_ pointer: UnsafeMutableRawPointer, volatile: Bool) {
+        if volatile { dallocx(pointer, volatileFlags) } else { CJemalloc.free(pointer) }
+    }
+
+    /// The bytes the allocator really set aside for `pointer` (its size class).
+    @inlinable @inline(__always)
+    package static func allocatedSize(_ pointer: UnsafeMutableRawPointer) -> Int {
+        sallocx(pointer, 0)
+    }
+
+    /// Tables of at least this many bytes are mapped from the system directly, so that the memory of a table
+    /// that grew, shrank or was emptied goes back at once instead of lingering in an arena that entries
+    /// with a TTL cannot use.
+    static let mappedTableBytes = 64 * 1024
+
+    /// A zeroed table of `slots` 64-bit slots.
+    package static func allocateTable(slots: Int) -> UnsafeMutablePointer<UInt64> {
+        let bytes = slots * MemoryLayout<UInt64>.stride
+        if bytes >= mappedTableBytes {
+            // Fresh anonymous pages read as zero, and cost nothing until they are touched.
+            let raw = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+            precondition(raw != MAP_FAILED, "out of memory: could not map \(bytes) bytes for a table")
+            return raw!.bindMemory(to: UInt64.self, capacity: slots)
+        }
+        guard let raw = calloc(slots, MemoryLayout<UInt64>.stride) else {
+            preconditionFailure("out of memory: could not allocate \(bytes) bytes for a table")
+        }
+        return raw.bindMemory(to: UInt64.self, capacity: slots)
+    }
+
+    /// Frees a table from ``allocateTable(slots:)`` with the same `slots`.
+    package static func freeTable(_ table: UnsafeMutablePointer<UInt64>, slots: Int) {
+        let bytes = slots * MemoryLayout<UInt64>.stride
+        if bytes >= mappedTableBytes {
+            munmap(table, bytes)
+        } else {
+            CJemalloc.free(table)
+        }
+    }
+
+    /// Returns the TTL arena's empty pages to the system (after the sweeper reclaimed many keys).
+    package static func purgeVolatile() {
+        let name = "arena.\(volatileArena).purge"
+        _ = mallctl(name, nil, nil, nil, 0)
+    }
+
+    /// Returns every arena's empty pages to the system (after FLUSHALL).
+    package static func purgeAll() {
+        // MALLCTL_ARENAS_ALL is 4096 in jemalloc 5.
+        _ = mallctl("arena.4096.purge", nil, nil, nil, 0)
+    }
+}

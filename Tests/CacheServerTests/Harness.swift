@@ -55,7 +55,7 @@ final class Harness {
         let session = client ?? self.session
         request.withUnsafeReadableBytes { raw in
             var parser = RESPRequestParser()
-            guard case .command(let consumed, false)? = try? parser.parse(raw, limits: server.requestLimits) else {
+            guard case .command(let consumed, false)? = try? parser.parse(raw, limits: server.requestLimits.parser) else {
                 Issue.record("the request parser did not return one whole command")
                 return
             }

@@ -231,6 +231,8 @@ extension ConfigurationDirective {
         .integer("tcp-backlog", .startupOnly, \.tcpBacklog, in: 0...Int(Int32.max)),
         .memory("proto-max-bulk-len", .runtime, \.protoMaxBulkLength, in: (1024 * 1024)...Int.max),
         .memory("client-query-buffer-limit", .runtime, \.clientQueryBufferLimit, in: (1024 * 1024)...Int.max),
+        // Not a Redis directive: Redis fixes this limit at 64 KiB when it is built.
+        .memory("proto-inline-max-size", .runtime, \.protoInlineMaxSize, in: 1024...(512 * 1024 * 1024)),
         maxMemoryDirective,
         .enumeration("maxmemory-policy", .runtime, \.maxMemoryPolicy),
         .integer("maxmemory-samples", .runtime, \.maxMemorySamples, in: 1...Int(Int32.max)),

@@ -40,6 +40,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Largest bulk string a client may send, in bytes (`proto-max-bulk-len`).
     public var protoMaxBulkLength: Int = 512 * 1024 * 1024
 
+    /// Longest inline command, and longest `*N` / `$N` header line, in bytes (`proto-inline-max-size`;
+    /// not a Redis directive: Redis builds this limit in at 64 KiB).
+    public var protoInlineMaxSize: Int = 64 * 1024
+
     /// Largest amount of unprocessed input a client may accumulate, in bytes
     /// (`client-query-buffer-limit`).
     public var clientQueryBufferLimit: Int = 1024 * 1024 * 1024

@@ -25,8 +25,7 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     init(server: ServerState) {
         self.server = server
         self.output = ByteBuffer()
-        self.limits = server.requestLimits
-        self.queryBufferLimit = server.config.clientQueryBufferLimit
+        (self.limits, self.queryBufferLimit) = server.requestLimits
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -73,6 +72,8 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         var incoming = unwrapInboundIn(data)
         guard !closing, let session else { return }
         server.stats.netInputBytes.wrappingAdd(incoming.readableBytes, ordering: .relaxed)
+        // CONFIG SET applies to connections that are already open, as in Redis.
+        (limits, queryBufferLimit) = server.requestLimits
         if var buffer = pending {
             pending = nil
             buffer.writeBuffer(&incoming)

@@ -20,7 +20,7 @@ package final class ServerState: Sendable {
     package let runID: String
     private let configuration: Mutex<ServerConfiguration>
     private let shutdownHook = Mutex<(@Sendable (ShutdownRequest) -> Void)?>(nil)
-    private let limitsCache: Mutex<RESPRequestLimits>
+    private let limitsCache: Mutex<(parser: RESPRequestLimits, queryBuffer: Int)>
 
     package init(configuration: ServerConfiguration, clock: any CacheClock = SystemClock(), logger: Logger) {
         self.keyspace = Keyspace(databases: configuration.databases)
@@ -50,11 +50,12 @@ package final class ServerState: Sendable {
         try result.get()
     }
 
-    /// The request parser's limits under the current configuration.
-    package var requestLimits: RESPRequestLimits { limitsCache.withLock { $0 } }
+    /// The request parser's limits and the query buffer limit under the current configuration.
+    package var requestLimits: (parser: RESPRequestLimits, queryBuffer: Int) { limitsCache.withLock { $0 } }
 
-    private static func limits(for config: ServerConfiguration) -> RESPRequestLimits {
-        RESPRequestLimits(maxBulkLength: config.protoMaxBulkLength)
+    private static func limits(for config: ServerConfiguration) -> (parser: RESPRequestLimits, queryBuffer: Int) {
+        let parser = RESPRequestLimits(maxBulkLength: config.protoMaxBulkLength, maxInlineLength: config.protoInlineMaxSize)
+        return (parser, config.clientQueryBufferLimit)
     }
 
     /// Installs what SHUTDOWN calls.

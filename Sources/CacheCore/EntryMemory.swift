@@ -85,9 +85,64 @@ package enum EntryMemory {
         _ = mallctl(name, nil, nil, nil, 0)
     }
 
+    /// Sets how long freed pages may stay resident before they are returned, for every arena (existing and
+    /// future). jemalloc's default is 10 s; a cache server wants memory back sooner than that. The time only
+    /// passes while something triggers decay: the server's sweeper calls ``decayAll()`` on every cycle.
+    package static func configureDecay(milliseconds: Int) {
+        var value = milliseconds
+        let size = MemoryLayout<Int>.size
+        _ = mallctl("arenas.dirty_decay_ms", nil, nil, &value, size)
+        _ = mallctl("arenas.muzzy_decay_ms", nil, nil, &value, size)
+        var count: UInt32 = 0
+        var countSize = MemoryLayout<UInt32>.size
+        guard mallctl("arenas.narenas", &count, &countSize, nil, 0) == 0 else { return }
+        for arena in 0..<count {
+            _ = mallctl("arena.\(arena).dirty_decay_ms", nil, nil, &value, size)
+            _ = mallctl("arena.\(arena).muzzy_decay_ms", nil, nil, &value, size)
+        }
+    }
+
+    /// Returns pages that have been free for longer than the decay time, in every arena.
+    package static func decayAll() {
+        _ = mallctl("arena.4096.decay", nil, nil, nil, 0)
+    }
+
     /// Returns every arena's empty pages to the system (after FLUSHALL).
     package static func purgeAll() {
         // MALLCTL_ARENAS_ALL is 4096 in jemalloc 5.
         _ = mallctl("arena.4096.purge", nil, nil, nil, 0)
+    }
+}
+
+/// What the allocator reports about the whole process's heap (INFO memory's `allocator_*` fields).
+package struct AllocatorStatistics: Sendable {
+    /// Bytes handed out to the program.
+    package var allocated = 0
+    /// Bytes in pages that hold at least one allocation.
+    package var active = 0
+    /// Bytes in physically resident pages the allocator maps, including its own metadata.
+    package var resident = 0
+    /// Bytes of the allocator's own bookkeeping.
+    package var metadata = 0
+    /// Bytes mapped by the allocator.
+    package var mapped = 0
+
+    /// Reads the current figures (it refreshes jemalloc's statistics epoch first).
+    package static func current() -> AllocatorStatistics {
+        var epoch: UInt64 = 1
+        var newEpoch: UInt64 = 1
+        var epochSize = MemoryLayout<UInt64>.size
+        _ = mallctl("epoch", &epoch, &epochSize, &newEpoch, epochSize)
+        func read(_ name: String) -> Int {
+            var value = 0
+            var size = MemoryLayout<Int>.size
+            return mallctl(name, &value, &size, nil, 0) == 0 ? value : 0
+        }
+        return AllocatorStatistics(
+            allocated: read("stats.allocated"),
+            active: read("stats.active"),
+            resident: read("stats.resident"),
+            metadata: read("stats.metadata"),
+            mapped: read("stats.mapped"))
     }
 }

@@ -94,19 +94,27 @@ package enum ServerCommands {
                 "tracking_clients:0",
             ]
         case "memory":
-            let used = server.keyspace.usedBytes
+            let dataset = server.keyspace.usedBytes
+            let heap = AllocatorStatistics.current()
             let rss = residentBytes()
+            let used = max(heap.allocated, dataset)
             lines = [
                 "# Memory",
                 "used_memory:\(used)",
                 "used_memory_human:\(humanBytes(used))",
                 "used_memory_rss:\(rss)",
                 "used_memory_rss_human:\(humanBytes(rss))",
-                "maxmemory:0",
-                "maxmemory_human:0B",
-                "maxmemory_policy:noeviction",
+                "used_memory_dataset:\(dataset)",
+                "allocator_allocated:\(heap.allocated)",
+                "allocator_active:\(heap.active)",
+                "allocator_resident:\(heap.resident)",
+                "allocator_metadata:\(heap.metadata)",
+                "allocator_frag_ratio:\(heap.allocated > 0 ? String(format: "%.2f", Double(heap.active) / Double(heap.allocated)) : "0.00")",
+                "maxmemory:\(config.maxMemory)",
+                "maxmemory_human:\(humanBytes(Int(clamping: config.maxMemory)))",
+                "maxmemory_policy:\(config.maxMemoryPolicy.rawValue)",
                 "mem_fragmentation_ratio:\(used > 0 ? String(format: "%.2f", Double(rss) / Double(used)) : "0.00")",
-                "mem_allocator:libc",
+                "mem_allocator:jemalloc-5.3.0",
             ]
         case "persistence":
             lines = [

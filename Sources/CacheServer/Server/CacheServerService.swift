@@ -26,6 +26,8 @@ public final class CacheServerService: Service, Sendable {
         clock: any CacheClock = SystemClock(),
         onServerRunning: (@Sendable ([Int]) -> Void)? = nil
     ) {
+        // Freed memory goes back to the system within about a second (jemalloc's default is 10 s).
+        EntryMemory.configureDecay(milliseconds: 1000)
         self.state = ServerState(configuration: configuration, clock: clock, logger: logger)
         self.onServerRunning = onServerRunning
     }
@@ -137,6 +139,7 @@ final class ExpirySweeper: Sendable {
                 }
                 if state.clock.nowMilliseconds() - started >= Int64(period / 4) { break }
             }
+            EntryMemory.decayAll()
             let now = state.clock.nowMilliseconds()
             if now - lastSample.time >= 100 {
                 let commands = ServerCommands.totalCommands(state)

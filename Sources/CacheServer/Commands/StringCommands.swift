@@ -90,12 +90,29 @@ package enum StringCommands {
         var get = false
         var keepTTL = false
         var persist = false
-        /// 0 none, 1 EX, 2 PX, 3 EXAT, 4 PXAT; `expireArgument` is the argument index of its value.
-        var expireKind = 0
+        /// EX, PX, EXAT or PXAT when given; `expireArgument` is the argument index of its value.
+        var expireKind: ExpiryOption?
         var expireArgument = 0
     }
 
     enum OptionsMode { case set, getex }
+
+    /// How an expiry is given: EX seconds, PX milliseconds, EXAT/PXAT absolute Unix time.
+    enum ExpiryOption {
+        case ex, px, exat, pxat
+
+        var inSeconds: Bool { self == .ex || self == .exat }
+        var isRelative: Bool { self == .ex || self == .px }
+    }
+
+    /// The expiry option at argument `index`, or nil.
+    static func expiryOption(_ a: Arguments, _ index: Int) -> ExpiryOption? {
+        if a.matches(index, "ex") { return .ex }
+        if a.matches(index, "px") { return .px }
+        if a.matches(index, "exat") { return .exat }
+        if a.matches(index, "pxat") { return .pxat }
+        return nil
+    }
 
     static func parseOptions(_ c: inout CommandContext, from first: Int, mode: OptionsMode) -> ExtendedOptions? {
         var o = ExtendedOptions()
@@ -109,32 +126,15 @@ package enum StringCommands {
                 o.xx = true
             } else if a.matches(j, "get") && mode == .set {
                 o.get = true
-            } else if a.matches(j, "keepttl") && !o.persist && o.expireKind == 0 && mode == .set {
+            } else if a.matches(j, "keepttl") && !o.persist && o.expireKind == nil && mode == .set {
                 o.keepTTL = true
-            } else if a.matches(j, "persist") && mode == .getex && o.expireKind == 0 && !o.keepTTL {
+            } else if a.matches(j, "persist") && mode == .getex && o.expireKind == nil && !o.keepTTL {
                 o.persist = true
-            } else if a.matches(j, "ex") && !o.keepTTL && !o.persist && (o.expireKind == 0 || o.expireKind == 1)
+            } else if let kind = expiryOption(a, j), !o.keepTTL && !o.persist && (o.expireKind == nil || o.expireKind == kind)
                 && hasNext
             {
-                o.expireKind = 1
-                o.expireArgument = j + 1
-                j += 1
-            } else if a.matches(j, "px") && !o.keepTTL && !o.persist && (o.expireKind == 0 || o.expireKind == 2)
-                && hasNext
-            {
-                o.expireKind = 2
-                o.expireArgument = j + 1
-                j += 1
-            } else if a.matches(j, "exat") && !o.keepTTL && !o.persist && (o.expireKind == 0 || o.expireKind == 3)
-                && hasNext
-            {
-                o.expireKind = 3
-                o.expireArgument = j + 1
-                j += 1
-            } else if a.matches(j, "pxat") && !o.keepTTL && !o.persist && (o.expireKind == 0 || o.expireKind == 4)
-                && hasNext
-            {
-                o.expireKind = 4
+                // The same unit may be repeated (the last value wins); two different units may not.
+                o.expireKind = kind
                 o.expireArgument = j + 1
                 j += 1
             } else {
@@ -147,15 +147,15 @@ package enum StringCommands {
     }
 
     /// The absolute expiry in ms for an EX/PX/EXAT/PXAT value, or nil after replying with Redis's error.
-    static func absoluteExpiry(_ c: inout CommandContext, argument: Int, kind: Int) -> Int64? {
+    static func absoluteExpiry(_ c: inout CommandContext, argument: Int, kind: ExpiryOption) -> Int64? {
         guard let raw = c.integerArgument(argument) else { return nil }
-        let seconds = kind == 1 || kind == 3
+        let seconds = kind.inSeconds
         if raw <= 0 || (seconds && raw > Int.max / 1000) {
             c.error(ReplyError.invalidExpire(c.commandName))
             return nil
         }
         var ms = seconds ? raw * 1000 : raw
-        if kind == 1 || kind == 2 {
+        if kind.isRelative {
             let (sum, overflow) = ms.addingReportingOverflow(Int(c.now))
             // Redis adds without an overflow check and rejects the negative result.
             ms = overflow ? -1 : sum
@@ -170,8 +170,8 @@ package enum StringCommands {
     static func set(_ c: inout CommandContext) {
         guard let options = parseOptions(&c, from: 3, mode: .set) else { return }
         var expiry: Int64?
-        if options.expireKind != 0 {
-            guard let e = absoluteExpiry(&c, argument: options.expireArgument, kind: options.expireKind) else { return }
+        if let kind = options.expireKind {
+            guard let e = absoluteExpiry(&c, argument: options.expireArgument, kind: kind) else { return }
             expiry = e
         }
         let ttl: Shard.TTLChange = expiry.map { .at($0) } ?? (options.keepTTL ? .keep : .clear)
@@ -215,12 +215,12 @@ package enum StringCommands {
     }
 
     static func setex(_ c: inout CommandContext) {
-        guard let expiry = absoluteExpiry(&c, argument: 2, kind: 1) else { return }
+        guard let expiry = absoluteExpiry(&c, argument: 2, kind: .ex) else { return }
         setGeneric(&c, value: 3, ttl: .at(expiry), nx: false, xx: false, get: false, okReply: nil)
     }
 
     static func psetex(_ c: inout CommandContext) {
-        guard let expiry = absoluteExpiry(&c, argument: 2, kind: 2) else { return }
+        guard let expiry = absoluteExpiry(&c, argument: 2, kind: .px) else { return }
         setGeneric(&c, value: 3, ttl: .at(expiry), nx: false, xx: false, get: false, okReply: nil)
     }
 
@@ -256,13 +256,13 @@ package enum StringCommands {
         }
         shard.hits &+= 1
         var expiry: Int64?
-        if options.expireKind != 0 {
-            guard let e = absoluteExpiry(&c, argument: options.expireArgument, kind: options.expireKind) else { return }
+        if let kind = options.expireKind {
+            guard let e = absoluteExpiry(&c, argument: options.expireArgument, kind: kind) else { return }
             expiry = e
         }
         c.reply.writeRESPBulkString(shard.entry(at: index).value)
         if let expiry {
-            if (options.expireKind == 3 || options.expireKind == 4) && expiry <= c.now {
+            if options.expireKind?.isRelative == false && expiry <= c.now {
                 shard.remove(at: index)
             } else {
                 shard.setExpiry(at: index, to: expiry, hash: hash)

@@ -214,6 +214,24 @@ public struct RESPRequestParser: Sendable {
         return .command(consumed: newline + 1, isInline: true)
     }
 
+    /// Splits `line` into arguments the way Redis's `sdssplitargs` does (inline commands, redis.conf lines):
+    /// blanks separate, `"..."` takes `\n \r \t \b \a \\ \"` and `\xHH` escapes, `'...'` takes `\'`.
+    /// - Returns: the arguments, or nil when the quotes are unbalanced.
+    public static func splitArguments(_ line: [UInt8]) -> [[UInt8]]? {
+        var storage: [UInt8] = []
+        var spans: [RESPArgumentSpan] = []
+        let balanced = line.withUnsafeBytes { bytes -> Bool in
+            do {
+                try splitInline(bytes, end: bytes.count, storage: &storage, spans: &spans)
+                return true
+            } catch {
+                return false
+            }
+        }
+        guard balanced else { return nil }
+        return spans.map { Array(storage[$0.offset..<($0.offset + $0.count)]) }
+    }
+
     /// Splits an inline line into arguments the way Redis's `sdssplitargs` does: blanks separate, `"..."`
     /// takes `\n \r \t \b \a \\ \"` and `\xHH` escapes, `'...'` takes `\'`; a closing quote must be followed
     /// by a blank or the end of the line. Like that C function, it reads the line only up to a NUL byte.

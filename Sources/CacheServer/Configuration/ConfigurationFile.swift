@@ -1,3 +1,4 @@
+import RESP
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -87,73 +88,7 @@ package enum ConfigurationFile {
     ///
     /// - Returns: The arguments' bytes, or `nil` when quotes are unbalanced.
     package static func splitArguments(_ line: [UInt8]) -> [[UInt8]]? {
-        var arguments: [[UInt8]] = []
-        var index = 0
-        let end = line.count
-        func byte(_ at: Int) -> UInt8 { at < end ? line[at] : 0 }
-        while true {
-            while index < end && ConfigurationValues.isCSpace(line[index]) { index += 1 }
-            guard index < end else { return arguments }
-            var current: [UInt8] = []
-            var inDoubleQuotes = false
-            var inSingleQuotes = false
-            var done = false
-            while !done {
-                let c = byte(index)
-                if inDoubleQuotes {
-                    if c == UInt8(ascii: "\\") && byte(index + 1) == UInt8(ascii: "x"),
-                        let high = hexValue(byte(index + 2)), let low = hexValue(byte(index + 3))
-                    {
-                        current.append(high << 4 | low)
-                        index += 3
-                    } else if c == UInt8(ascii: "\\") && byte(index + 1) != 0 {
-                        index += 1
-                        switch line[index] {
-                        case UInt8(ascii: "n"): current.append(0x0A)
-                        case UInt8(ascii: "r"): current.append(0x0D)
-                        case UInt8(ascii: "t"): current.append(0x09)
-                        case UInt8(ascii: "b"): current.append(0x08)
-                        case UInt8(ascii: "a"): current.append(0x07)
-                        case let other: current.append(other)
-                        }
-                    } else if c == UInt8(ascii: "\"") {
-                        let next = byte(index + 1)
-                        if next != 0 && !ConfigurationValues.isCSpace(next) { return nil }
-                        done = true
-                    } else if c == 0 && index >= end {
-                        return nil
-                    } else {
-                        current.append(c)
-                    }
-                } else if inSingleQuotes {
-                    if c == UInt8(ascii: "\\") && byte(index + 1) == UInt8(ascii: "'") {
-                        index += 1
-                        current.append(UInt8(ascii: "'"))
-                    } else if c == UInt8(ascii: "'") {
-                        let next = byte(index + 1)
-                        if next != 0 && !ConfigurationValues.isCSpace(next) { return nil }
-                        done = true
-                    } else if c == 0 && index >= end {
-                        return nil
-                    } else {
-                        current.append(c)
-                    }
-                } else {
-                    switch c {
-                    case UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t"), 0:
-                        done = true
-                    case UInt8(ascii: "\""):
-                        inDoubleQuotes = true
-                    case UInt8(ascii: "'"):
-                        inSingleQuotes = true
-                    default:
-                        current.append(c)
-                    }
-                }
-                if index < end { index += 1 }
-            }
-            arguments.append(current)
-        }
+        RESPRequestParser.splitArguments(line)
     }
 
     /// Splits one line into arguments like Redis's `sdssplitargs`; see

@@ -56,8 +56,8 @@ extension CachedNetworking {
         Task {
             do {
                 let answer = try await self.run(urlRequest, policy: policy)
-                let url = urlRequest.url ?? URL(string: "about:blank")!
-                completionHandler(answer.bodyData, answer.urlResponse(for: url), nil, answer.source.isFromCache)
+                let response = urlRequest.url.flatMap { answer.urlResponse(for: $0) }
+                completionHandler(answer.bodyData, response, nil, answer.source.isFromCache)
             } catch {
                 completionHandler(nil, nil, error, false)
             }

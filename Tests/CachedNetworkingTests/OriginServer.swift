@@ -144,17 +144,16 @@ private final class OriginHandler: ChannelInboundHandler, @unchecked Sendable {
             let reply = server.handle(received)
             let keepAlive = head.isKeepAlive
             let isHead = head.method == .HEAD
-            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            let respond = {
-                let (handler, context) = loopBound.value
-                handler.write(reply, context: context, keepAlive: keepAlive, isHead: isHead)
-            }
             if let delay = reply.delay {
                 let (seconds, attoseconds) = delay.components
                 let nanos = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-                context.eventLoop.scheduleTask(in: .nanoseconds(nanos)) { respond() }
+                let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: .nanoseconds(nanos)) {
+                    let (handler, context) = loopBound.value
+                    handler.write(reply, context: context, keepAlive: keepAlive, isHead: isHead)
+                }
             } else {
-                respond()
+                write(reply, context: context, keepAlive: keepAlive, isHead: isHead)
             }
         }
     }
@@ -174,7 +173,8 @@ private final class OriginHandler: ChannelInboundHandler, @unchecked Sendable {
         let promise = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: promise)
         if !keepAlive {
-            promise.futureResult.whenComplete { _ in context.close(promise: nil) }
+            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            promise.futureResult.whenComplete { _ in loopBound.value.close(promise: nil) }
         }
     }
 }

@@ -62,4 +62,20 @@ struct FoundationBridgeTests {
         #expect(CachePolicy(URLRequest.CachePolicy.reloadIgnoringLocalAndRemoteCacheData) == .reloadIgnoringLocalCacheData)
         #expect(CachePolicy(URLRequest.CachePolicy.useProtocolCachePolicy) == .useProtocolCachePolicy)
     }
+
+    @Test("the URLSession transport fetches without a cache of its own")
+    func urlSessionTransport() async throws {
+        let h = try await Harness.make()
+        h.serve("/us", [("Cache-Control", "max-age=60"), ("X-Origin", "yes")], body: "via urlsession")
+        let transport = URLSessionTransport(timeout: 5)
+        let cache = CachedNetworking(store: h.store, transport: transport, configuration: h.cache.configuration)
+        let first = try await cache.run(h.origin.request("/us"))
+        #expect(first.text == "via urlsession")
+        #expect(first.headerFields[HTTPField.Name("X-Origin")!] == "yes")
+        #expect(try await cache.run(h.origin.request("/us")).source == .cache)
+        let direct = try await transport.send(h.origin.request("/us"), body: nil)
+        #expect(direct.response.status == .ok)
+        #expect(h.origin.count("/us") == 2)
+        await h.stop()
+    }
 }

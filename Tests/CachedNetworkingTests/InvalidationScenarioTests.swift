@@ -79,4 +79,15 @@ struct InvalidationScenarioTests {
         await #expect(throws: CachedNetworkingError.self) { try await h.cache.invalidateAll() }
         await h.stop()
     }
+
+    @Test("prefetch loads a URL so that the next request is a hit, and does nothing while it is fresh")
+    func prefetch() async throws {
+        let h = try await Harness.make()
+        h.serve("/pre", [("Cache-Control", "max-age=60")])
+        #expect(try await h.cache.prefetch(h.origin.request("/pre")) == .network)
+        #expect(try await h.cache.prefetch(h.origin.request("/pre")) == .cache)
+        #expect(try await h.get("/pre").source == .cache)
+        #expect(h.origin.count("/pre") == 1)
+        await h.stop()
+    }
 }

@@ -9,12 +9,18 @@ let package = Package(
         .library(name: "RESP", targets: ["RESP"]),
         .library(name: "CacheCore", targets: ["CacheCore"]),
         .library(name: "CacheServer", targets: ["CacheServer"]),
+        .library(name: "CachedNetworking", targets: ["CachedNetworking"]),
+        .library(name: "CachedNetworkingTesting", targets: ["CachedNetworkingTesting"]),
+        .executable(name: "cached-fetch", targets: ["cached-fetch"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
     ],
     targets: [
         // RESP wire format: request parsing, reply encoding, and a reply decoder for clients.
@@ -57,6 +63,58 @@ let package = Package(
             name: "CHiredis",
             pkgConfig: "hiredis",
             providers: [.apt(["libhiredis-dev"])]
+        ),
+        // HTTP caching rules (RFC 9111 for a shared cache, RFC 5861, RFC 9211): pure functions, no I/O.
+        .target(
+            name: "HTTPCaching",
+            dependencies: [.product(name: "HTTPTypes", package: "swift-http-types")]
+        ),
+        // The SDK: a shared HTTP response cache over pluggable stores (memory, cached-server, Redis).
+        .target(
+            name: "CachedNetworking",
+            dependencies: [
+                "HTTPCaching", "RESP", "CHiredis",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "HTTPTypesFoundation", package: "swift-http-types"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        // In-memory fakes of the SDK's transport and store, for users' own tests.
+        .target(
+            name: "CachedNetworkingTesting",
+            dependencies: [
+                "CachedNetworking",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        // Fetch a URL through the SDK from a shell.
+        .executableTarget(
+            name: "cached-fetch",
+            dependencies: [
+                "CachedNetworking",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "HTTPCachingTests",
+            dependencies: ["HTTPCaching", .product(name: "HTTPTypes", package: "swift-http-types")]
+        ),
+        .testTarget(
+            name: "CachedNetworkingTests",
+            dependencies: [
+                "CachedNetworking", "CachedNetworkingTesting", "HTTPCaching",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
         ),
         .testTarget(
             name: "RESPTests",

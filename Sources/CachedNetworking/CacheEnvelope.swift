@@ -1,0 +1,234 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTPTypes
+import NIOCore
+
+/// What is stored under a key: a response, or the index that lists a URL's `Vary` field names.
+///
+/// The format is versioned and self-describing, all integers big-endian:
+///
+/// ```
+/// magic "CNHC" · format version (u8) · record kind (u8: 1 response, 2 vary index) · record · FNV-1a-64 checksum
+/// response:   stored-at, request time, response time (i64 ms since 1970) · lifetime override (i64 s, -1 none)
+///             · method (str16) · URL (str32) · Vary'd values (u16 count; name str16, present u8, value str32)
+///             · status (u16) · reason (str16) · header fields (u32 count; name str16, value str32) · body (u32 + bytes)
+/// vary index: nonce (u64) · method (str16) · URL (str32) · field names (u16 count; str16)
+/// ```
+///
+/// Decoding checks everything (magic, version, kind, lengths, checksum, no trailing bytes) and answers nil for
+/// anything else, so a corrupt or foreign value reads as a miss.
+enum CacheEnvelope: Sendable, Equatable {
+    case response(StoredEntry)
+    case varyIndex(VaryIndex)
+
+    static let magic: [UInt8] = Array("CNHC".utf8)
+    static let formatVersion: UInt8 = 1
+
+    struct VaryIndex: Sendable, Equatable {
+        var nonce: UInt64
+        var method: String
+        var uri: String
+        var fieldNames: [String]
+    }
+
+    func encoded() -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.writeBytes(Self.magic)
+        buffer.writeInteger(Self.formatVersion)
+        switch self {
+        case .response(let entry):
+            buffer.writeInteger(UInt8(1))
+            buffer.writeInteger(Self.milliseconds(entry.storedAt))
+            buffer.writeInteger(Self.milliseconds(entry.requestTime))
+            buffer.writeInteger(Self.milliseconds(entry.responseTime))
+            buffer.writeInteger(Int64(entry.lifetimeOverride ?? -1))
+            buffer.writeString16(entry.method)
+            buffer.writeString32(entry.uri)
+            buffer.writeInteger(UInt16(entry.varyValues.count))
+            for (name, value) in entry.varyValues {
+                buffer.writeString16(name)
+                buffer.writeInteger(UInt8(value == nil ? 0 : 1))
+                buffer.writeString32(value ?? "")
+            }
+            buffer.writeInteger(UInt16(entry.response.status.code))
+            buffer.writeString16(entry.response.status.reasonPhrase)
+            buffer.writeInteger(UInt32(entry.response.headerFields.count))
+            for field in entry.response.headerFields {
+                buffer.writeString16(field.name.rawName)
+                buffer.writeString32(field.value)
+            }
+            buffer.writeInteger(UInt32(entry.body.readableBytes))
+            var body = entry.body
+            buffer.writeBuffer(&body)
+        case .varyIndex(let index):
+            buffer.writeInteger(UInt8(2))
+            buffer.writeInteger(index.nonce)
+            buffer.writeString16(index.method)
+            buffer.writeString32(index.uri)
+            buffer.writeInteger(UInt16(index.fieldNames.count))
+            for name in index.fieldNames { buffer.writeString16(name) }
+        }
+        var hasher = FNV1a64()
+        hasher.combine(buffer.readableBytesView)
+        buffer.writeInteger(hasher.value)
+        return buffer
+    }
+
+    static func decode(_ input: ByteBuffer) -> CacheEnvelope? {
+        guard input.readableBytes >= magic.count + 2 + 8 else { return nil }
+        var hasher = FNV1a64()
+        hasher.combine(input.readableBytesView.dropLast(8))
+        guard input.getInteger(at: input.writerIndex - 8, as: UInt64.self) == hasher.value else { return nil }
+        var buffer = input.getSlice(at: input.readerIndex, length: input.readableBytes - 8) ?? ByteBuffer()
+        guard buffer.readBytes(length: magic.count) == magic,
+            buffer.readInteger(as: UInt8.self) == formatVersion,
+            let kind = buffer.readInteger(as: UInt8.self)
+        else { return nil }
+        let decoded: CacheEnvelope?
+        switch kind {
+        case 1: decoded = decodeResponse(&buffer).map(CacheEnvelope.response)
+        case 2: decoded = decodeVaryIndex(&buffer).map(CacheEnvelope.varyIndex)
+        default: return nil
+        }
+        guard buffer.readableBytes == 0 else { return nil }
+        return decoded
+    }
+
+    private static func decodeResponse(_ buffer: inout ByteBuffer) -> StoredEntry? {
+        guard let storedAt = buffer.readInteger(as: Int64.self),
+            let requestTime = buffer.readInteger(as: Int64.self),
+            let responseTime = buffer.readInteger(as: Int64.self),
+            let override = buffer.readInteger(as: Int64.self),
+            let method = buffer.readString16(),
+            let uri = buffer.readString32(),
+            let varyCount = buffer.readInteger(as: UInt16.self)
+        else { return nil }
+        var varyValues: [(String, String?)] = []
+        for _ in 0..<varyCount {
+            guard let name = buffer.readString16(), let present = buffer.readInteger(as: UInt8.self), present <= 1,
+                let value = buffer.readString32()
+            else { return nil }
+            varyValues.append((name, present == 1 ? value : nil))
+        }
+        guard let code = buffer.readInteger(as: UInt16.self), (100...999).contains(code),
+            let reason = buffer.readString16(),
+            let fieldCount = buffer.readInteger(as: UInt32.self),
+            Int(fieldCount) <= buffer.readableBytes / 6
+        else { return nil }
+        var fields = HTTPFields()
+        for _ in 0..<fieldCount {
+            guard let rawName = buffer.readString16(), let name = HTTPField.Name(rawName),
+                let value = buffer.readString32()
+            else { return nil }
+            fields.append(HTTPField(name: name, value: value))
+        }
+        guard let bodyLength = buffer.readInteger(as: UInt32.self), let body = buffer.readSlice(length: Int(bodyLength))
+        else { return nil }
+        return StoredEntry(
+            method: method,
+            uri: uri,
+            varyValues: varyValues,
+            response: HTTPResponse(status: .init(code: Int(code), reasonPhrase: reason), headerFields: fields),
+            body: body,
+            storedAt: date(storedAt),
+            requestTime: date(requestTime),
+            responseTime: date(responseTime),
+            lifetimeOverride: override >= 0 ? Int(override) : nil
+        )
+    }
+
+    private static func decodeVaryIndex(_ buffer: inout ByteBuffer) -> VaryIndex? {
+        guard let nonce = buffer.readInteger(as: UInt64.self),
+            let method = buffer.readString16(),
+            let uri = buffer.readString32(),
+            let count = buffer.readInteger(as: UInt16.self)
+        else { return nil }
+        var names: [String] = []
+        for _ in 0..<count {
+            guard let name = buffer.readString16() else { return nil }
+            names.append(name)
+        }
+        return VaryIndex(nonce: nonce, method: method, uri: uri, fieldNames: names)
+    }
+
+    private static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1_000).rounded())
+    }
+
+    private static func date(_ milliseconds: Int64) -> Date {
+        Date(timeIntervalSince1970: Double(milliseconds) / 1_000)
+    }
+}
+
+/// A stored response with what the cache needs to reuse it.
+struct StoredEntry: Sendable {
+    /// The request method it answers.
+    var method: String
+    /// The normalized target URI.
+    var uri: String
+    /// The `Vary`'d request field values it was selected by (empty without `Vary`).
+    var varyValues: [(String, String?)]
+    /// Status and header fields, hop-by-hop fields removed, 304 updates merged.
+    var response: HTTPResponse
+    /// The content.
+    var body: ByteBuffer
+    /// When the body was stored (kept across 304 merges).
+    var storedAt: Date
+    /// When the request that produced (or last validated) the response was sent.
+    var requestTime: Date
+    /// When that response was received.
+    var responseTime: Date
+    /// A lifetime imposed by configuration, in seconds.
+    var lifetimeOverride: Int?
+
+    var info: StoredResponseInfo {
+        StoredResponseInfo(response: response, requestTime: requestTime, responseTime: responseTime, lifetimeOverride: lifetimeOverride)
+    }
+
+    /// The entry's body version: its strong `ETag`, else when it was stored.
+    var version: String {
+        if let etag = response.headerFields[.eTag], !etag.hasPrefix("W/") { return "etag:" + etag }
+        return "stored:\(Int64((storedAt.timeIntervalSince1970 * 1_000).rounded()))"
+    }
+}
+
+extension StoredEntry: Equatable {
+    static func == (lhs: StoredEntry, rhs: StoredEntry) -> Bool {
+        lhs.method == rhs.method && lhs.uri == rhs.uri
+            && lhs.varyValues.elementsEqual(rhs.varyValues, by: { $0.0 == $1.0 && $0.1 == $1.1 })
+            && lhs.response == rhs.response && lhs.body == rhs.body && lhs.storedAt == rhs.storedAt
+            && lhs.requestTime == rhs.requestTime && lhs.responseTime == rhs.responseTime
+            && lhs.lifetimeOverride == rhs.lifetimeOverride
+    }
+}
+
+extension ByteBuffer {
+    fileprivate mutating func writeString16(_ string: String) {
+        let bytes = Array(string.utf8.prefix(Int(UInt16.max)))
+        writeInteger(UInt16(bytes.count))
+        writeBytes(bytes)
+    }
+
+    fileprivate mutating func writeString32(_ string: String) {
+        writeInteger(UInt32(string.utf8.count))
+        writeString(string)
+    }
+
+    fileprivate mutating func readString16() -> String? {
+        guard let length = readInteger(as: UInt16.self) else { return nil }
+        return readUTF8String(length: Int(length))
+    }
+
+    fileprivate mutating func readString32() -> String? {
+        guard let length = readInteger(as: UInt32.self), Int(length) <= readableBytes else { return nil }
+        return readUTF8String(length: Int(length))
+    }
+
+    private mutating func readUTF8String(length: Int) -> String? {
+        guard let bytes = readBytes(length: length) else { return nil }
+        return String(validating: bytes, as: UTF8.self)
+    }
+}

@@ -1,0 +1,346 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTPTypes
+import Logging
+import NIOCore
+
+extension CachedNetworking {
+    // MARK: - Misses
+
+    /// Fetches a miss, joining an identical fetch already running in this process.
+    func fetchCoalesced(
+        _ context: RequestContext,
+        lookup: Lookup,
+        forward: CacheStatus.ForwardReason
+    ) async throws(CachedNetworkingError) -> CachedResponse {
+        let flightKey = "miss|\(context.request.method.rawValue)|\(context.uri)|\(context.credentialsHash)|\(forward.token)"
+        let (result, leader) = await flights.run(flightKey) {
+            await self.fetchWithLease(context, lookup: lookup, forward: forward)
+        }
+        let outcome = try result.get()
+        if leader { return answer(outcome) }
+        guard outcome.shareable, outcome.vary.map({ !$0.isWildcard && $0.matches(storedValues: outcome.varyValues, requestFields: context.request.headerFields) }) ?? true
+        else {
+            return answer(try await fetchWithLease(context, lookup: lookup, forward: forward).get())
+        }
+        metrics.coalesced("process")
+        var shared = outcome
+        shared.source = .coalesced
+        shared.status.collapsed = true
+        return answer(shared)
+    }
+
+    func answer(_ outcome: FlightOutcome) -> CachedResponse {
+        makeResponse(outcome.response, body: outcome.body, source: outcome.source, status: outcome.status, entry: outcome.entry)
+    }
+
+    /// Takes the cross-process lease (or waits for its holder's response), then fetches and stores.
+    func fetchWithLease(_ context: RequestContext, lookup: Lookup, forward: CacheStatus.ForwardReason) async -> FlightResult {
+        var leaseKey: String? = nil
+        if let entryKey = lookup.entryKey, !context.directives.noStore {
+            let lockKey = CacheKeys.lockKey(entryKey: entryKey)
+            var token = ByteBuffer()
+            token.writeString(FNV1a64.hex(UInt64.random(in: .min ... .max)))
+            switch await store.setIfAbsent(lockKey, token, ttl: configuration.leaseDuration) {
+            case .value(true):
+                leaseKey = lockKey
+                // Another process may have stored the response between our lookup and the lease.
+                if forward != .request, let outcome = await usableStored(context) {
+                    await store.remove([lockKey])
+                    return .success(outcome)
+                }
+            case .value(false):
+                if forward != .request, let outcome = await waitForLease(context, lockKey: lockKey) {
+                    metrics.coalesced("lease")
+                    return .success(outcome)
+                }
+            case .failed:
+                break
+            }
+        }
+        let result = await fetchAndStore(context, lookup: lookup, forward: forward, fetchReason: forward == .request ? "reload" : "miss")
+        if let leaseKey { await store.remove([leaseKey]) }
+        return result
+    }
+
+    /// A stored response that can answer `context` as it stands (fresh, or stale as allowed), as a hit.
+    func usableStored(_ context: RequestContext, source: CachedResponse.Source = .cache, collapsed: Bool = false) async -> FlightOutcome? {
+        let again = await lookup(context)
+        guard let found = again.entry else { return nil }
+        let decision = ReuseDecision.evaluate(
+            stored: found.entry.info, requestDirectives: context.directives, now: now(), rules: configuration.rules)
+        guard decision.action == .serveFresh || decision.action == .serveStale else { return nil }
+        metrics.hits.increment()
+        var member = CacheStatus(cacheName: configuration.cacheName)
+        member.hit = true
+        member.timeToLive = decision.timeToLive
+        member.collapsed = collapsed
+        let served = serveStored(found, context: context, decision: decision, source: source, status: member)
+        var response = served.response
+        response.headerFields[.cacheStatus] = found.entry.response.headerFields[.cacheStatus]
+        return FlightOutcome(
+            response: response, body: served.body, status: member, source: source, entry: served.entry,
+            shareable: true, vary: Vary(found.entry.response.headerFields),
+            varyValues: found.entry.varyValues.map(\.1))
+    }
+
+    /// Polls the store while another process holds the fetch lease: its stored response, or nil when the lease
+    /// ends without one (the holder died, or the response was not storable) or the wait runs out.
+    func waitForLease(_ context: RequestContext, lockKey: String) async -> FlightOutcome? {
+        let deadline = ContinuousClock.now + configuration.leaseWait
+        while ContinuousClock.now < deadline {
+            do {
+                try await Task.sleep(for: configuration.leasePollInterval)
+            } catch {
+                return nil
+            }
+            if let outcome = await usableStored(context, source: .coalesced, collapsed: true) { return outcome }
+            guard case .value(let holder) = await store.get(lockKey), holder != nil else { return nil }
+        }
+        logger.debug("gave up waiting for another process's fetch", metadata: [CachedNetworkingLogKeys.key: "\(lockKey)"])
+        return nil
+    }
+
+    /// Sends the request to the origin and stores the response when allowed.
+    func fetchAndStore(
+        _ context: RequestContext,
+        lookup: Lookup,
+        forward: CacheStatus.ForwardReason,
+        fetchReason: String
+    ) async -> FlightResult {
+        metrics.originFetch(fetchReason)
+        let fetched: (HTTPTransportResponse, Date, Date)
+        do {
+            fetched = try await send(context.request, body: context.body)
+        } catch {
+            return .failure(error)
+        }
+        let (answer, requestTime, responseTime) = fetched
+        let stored = await storeResponse(
+            answer, context: context, lookup: lookup, requestTime: requestTime, responseTime: responseTime)
+        var member = CacheStatus(cacheName: configuration.cacheName)
+        member.forward = forward
+        member.stored = stored.entry != nil
+        let vary = Vary(answer.response.headerFields)
+        return .success(
+            FlightOutcome(
+                response: answer.response, body: answer.body, status: member, source: .network,
+                entry: stored.entry, shareable: stored.shareable, vary: vary,
+                varyValues: vary?.selectingValues(from: context.request.headerFields) ?? []))
+    }
+
+    // MARK: - Storing
+
+    /// Stores `answer` for `context` when the shared-cache rules allow it.
+    /// - Returns: The stored entry's identity, and whether the response may be shared at all.
+    func storeResponse(
+        _ answer: HTTPTransportResponse,
+        context: RequestContext,
+        lookup: Lookup,
+        requestTime: Date,
+        responseTime: Date,
+        existing: FoundEntry? = nil,
+        storedAt: Date? = nil
+    ) async -> (entry: CachedResponse.EntryIdentity?, shareable: Bool) {
+        let cleaned = HTTPResponse(status: answer.response.status, headerFields: HopByHop.removing(from: answer.response.headerFields))
+        let decision = StorageDecision.evaluate(request: context.request, response: cleaned, rules: configuration.rules)
+        guard decision.isStorable, let entryKey = lookup.entryKey else {
+            if let existing, !decision.isStorable { await store.remove([existing.key]) }
+            return (nil, decision.isStorable)
+        }
+        guard answer.body.readableBytes <= configuration.maximumStoredBodySize else { return (nil, true) }
+        let override = configuration.lifetimeOverride(for: context.request).map { Int($0.components.seconds) }
+        let lifetime = override ?? FreshnessLifetime.of(cleaned, responseTime: responseTime, rules: configuration.rules).seconds
+        let initialAge = AgeCalculation(
+            headerFields: cleaned.headerFields, requestTime: requestTime, responseTime: responseTime, now: responseTime
+        ).currentAge
+        let directives = ResponseCacheControl(cleaned.headerFields)
+        let remaining = max(0, lifetime - initialAge)
+        let staleWindows = max(directives.staleWhileRevalidate ?? 0, directives.staleIfError ?? 0)
+        let hasValidator = cleaned.headerFields[.eTag] != nil || cleaned.headerFields[.lastModified] != nil
+        // A response that is already stale, cannot be validated and has no stale window is of no use.
+        guard remaining > 0 || staleWindows > 0 || hasValidator else { return (nil, true) }
+        let ttlSeconds = remaining + staleWindows + Int(configuration.staleRetention.components.seconds)
+        let ttl = Duration.seconds(ttlSeconds)
+
+        let vary = Vary(cleaned.headerFields)
+        let values = vary?.selectingValues(from: context.request.headerFields) ?? []
+        let entry = StoredEntry(
+            method: context.request.method.rawValue,
+            uri: context.uri,
+            varyValues: vary.map { Array(zip($0.fieldNames, values)) } ?? [],
+            response: cleaned,
+            body: answer.body,
+            storedAt: storedAt ?? now(),
+            requestTime: requestTime,
+            responseTime: responseTime,
+            lifetimeOverride: override
+        )
+        var key = entryKey
+        if let vary {
+            let nonce: UInt64
+            if let index = lookup.index, index.fieldNames == vary.fieldNames {
+                nonce = index.nonce
+            } else {
+                nonce = UInt64.random(in: .min ... .max)
+                let index = CacheEnvelope.VaryIndex(
+                    nonce: nonce, method: entry.method, uri: entry.uri, fieldNames: vary.fieldNames)
+                let indexTTL = max(ttl, configuration.varyIndexLifetime)
+                guard await store.set(entryKey, CacheEnvelope.varyIndex(index).encoded(), ttl: indexTTL) else {
+                    return (nil, true)
+                }
+            }
+            key = CacheKeys.variantKey(entryKey: entryKey, nonce: nonce, secondaryKey: vary.secondaryKey(values: values))
+        }
+        guard await store.set(key, CacheEnvelope.response(entry).encoded(), ttl: ttl) else { return (nil, true) }
+        metrics.stores.increment()
+        return (CachedResponse.EntryIdentity(key: key, version: entry.version), true)
+    }
+
+    // MARK: - Validation
+
+    /// Validates a stored response with the origin, joining an identical validation already running here.
+    func validate(
+        _ found: FoundEntry,
+        decision: ReuseDecision,
+        context: RequestContext,
+        lookup: Lookup
+    ) async throws(CachedNetworkingError) -> CachedResponse {
+        let flightKey = "validate|\(found.key)|\(context.credentialsHash)"
+        let (result, leader) = await flights.run(flightKey) {
+            await self.revalidate(found, decision: decision, context: context, lookup: lookup, fetchReason: "validation")
+        }
+        var outcome = try result.get()
+        if !leader {
+            metrics.coalesced("process")
+            outcome.source = .coalesced
+            outcome.status.collapsed = true
+        }
+        return answer(outcome)
+    }
+
+    /// Sends the conditional request and handles 304 (merge and store), errors (`stale-if-error`) and new
+    /// responses (store in place of the old one).
+    func revalidate(
+        _ found: FoundEntry,
+        decision: ReuseDecision,
+        context: RequestContext,
+        lookup: Lookup,
+        fetchReason: String
+    ) async -> FlightResult {
+        metrics.originFetch(fetchReason)
+        let forward: CacheStatus.ForwardReason = decision.isFresh ? .request : .stale
+        let conditional = Validation.conditionalRequest(for: context.request, stored: found.entry.response.headerFields) ?? context.request
+        let fetched: (HTTPTransportResponse, Date, Date)
+        do {
+            fetched = try await send(conditional, body: context.body)
+        } catch {
+            metrics.revalidation("error")
+            if decision.staleIfErrorAllowed, error.kind == .transport {
+                return .success(staleOnError(found, decision: decision, context: context, forward: forward, status: nil))
+            }
+            return .failure(error)
+        }
+        let (answer, requestTime, responseTime) = fetched
+        let code = answer.response.status.code
+        if code == 304 && Validation.notModified(answer.response.headerFields, selects: found.entry.response.headerFields) {
+            metrics.revalidation("not_modified")
+            var updated = found.entry
+            updated.response.headerFields = Validation.merging(found.entry.response.headerFields, with: answer.response.headerFields)
+            let merged = HTTPTransportResponse(response: updated.response, body: updated.body)
+            let stored = await storeResponse(
+                merged, context: context, lookup: lookup, requestTime: requestTime, responseTime: responseTime,
+                existing: found, storedAt: found.entry.storedAt)
+            updated.requestTime = requestTime
+            updated.responseTime = responseTime
+            var member = CacheStatus(cacheName: configuration.cacheName)
+            member.forward = forward
+            member.forwardStatus = 304
+            let newDecision = ReuseDecision.evaluate(stored: updated.info, requestDirectives: RequestCacheControl(), now: now(), rules: configuration.rules)
+            let served = serveStored(
+                FoundEntry(entry: updated, key: stored.entry?.key ?? found.key), context: context, decision: newDecision,
+                source: .revalidated, status: member)
+            var response = served.response
+            response.headerFields[.cacheStatus] = updated.response.headerFields[.cacheStatus]
+            return .success(
+                FlightOutcome(
+                    response: response, body: served.body, status: member, source: .revalidated, entry: served.entry,
+                    shareable: true, vary: Vary(updated.response.headerFields), varyValues: updated.varyValues.map(\.1)))
+        }
+        if code == 304 {
+            // The 304 is for another representation: fetch the whole response.
+            metrics.revalidation("modified")
+            return await fetchAndStore(context, lookup: lookup, forward: forward, fetchReason: fetchReason)
+        }
+        if staleIfErrorStatusCodes.contains(code), decision.staleIfErrorAllowed {
+            metrics.revalidation("error")
+            return .success(staleOnError(found, decision: decision, context: context, forward: forward, status: code))
+        }
+        metrics.revalidation("modified")
+        let stored = await storeResponse(
+            answer, context: context, lookup: lookup, requestTime: requestTime, responseTime: responseTime, existing: found)
+        var member = CacheStatus(cacheName: configuration.cacheName)
+        member.forward = forward
+        member.stored = stored.entry != nil
+        let vary = Vary(answer.response.headerFields)
+        return .success(
+            FlightOutcome(
+                response: answer.response, body: answer.body, status: member, source: .network, entry: stored.entry,
+                shareable: stored.shareable, vary: vary,
+                varyValues: vary?.selectingValues(from: context.request.headerFields) ?? []))
+    }
+
+    /// The stored response served because the origin failed (`stale-if-error`).
+    func staleOnError(
+        _ found: FoundEntry,
+        decision: ReuseDecision,
+        context: RequestContext,
+        forward: CacheStatus.ForwardReason,
+        status: Int?
+    ) -> FlightOutcome {
+        metrics.staleServed("stale_if_error")
+        var member = CacheStatus(cacheName: configuration.cacheName)
+        member.forward = forward
+        member.forwardStatus = status
+        member.timeToLive = decision.timeToLive
+        member.detail = "stale-if-error"
+        let served = serveStored(found, context: context, decision: decision, source: .stale, status: member)
+        var response = served.response
+        response.headerFields[.cacheStatus] = found.entry.response.headerFields[.cacheStatus]
+        return FlightOutcome(
+            response: response, body: served.body, status: member, source: .stale, entry: served.entry,
+            shareable: true, vary: Vary(found.entry.response.headerFields), varyValues: found.entry.varyValues.map(\.1))
+    }
+
+    // MARK: - Background refresh
+
+    /// Starts one background revalidation of `found` (`stale-while-revalidate`): one per entry in this process,
+    /// and one across processes through a short lease in the store.
+    func scheduleRefresh(_ found: FoundEntry, context: RequestContext, lookup: Lookup) {
+        let refreshKey = CacheKeys.refreshKey(entryKey: found.key)
+        var request = context.request
+        request.headerFields[.cacheControl] = nil
+        let refreshContext = RequestContext(
+            request: request, body: nil, uri: context.uri, policy: .useProtocolCachePolicy, directives: RequestCacheControl())
+        trackBackground(refreshKey) {
+            var token = ByteBuffer()
+            token.writeString(FNV1a64.hex(UInt64.random(in: .min ... .max)))
+            if case .value(false) = await self.store.setIfAbsent(refreshKey, token, ttl: self.configuration.leaseDuration) {
+                return
+            }
+            let decision = ReuseDecision.evaluate(
+                stored: found.entry.info, requestDirectives: RequestCacheControl(), now: self.now(), rules: self.configuration.rules)
+            let result = await self.revalidate(
+                found, decision: decision, context: refreshContext, lookup: lookup, fetchReason: "refresh")
+            if case .failure(let error) = result {
+                self.logger.debug(
+                    "background revalidation failed",
+                    metadata: [CachedNetworkingLogKeys.key: "\(found.key)", CachedNetworkingLogKeys.error: "\(error)"])
+            }
+            await self.store.remove([refreshKey])
+        }
+    }
+}

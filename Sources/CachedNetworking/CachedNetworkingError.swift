@@ -1,0 +1,47 @@
+/// Why ``CachedNetworking`` could not answer a request.
+///
+/// A struct over a private enum, so that new cases are not a breaking change; compare kinds with the static
+/// members (`error.kind == .transport`). Store failures never surface from ``CachedNetworking/run(_:body:policy:)``
+/// (the cache fails open); they surface only from explicit cache operations such as
+/// ``CachedNetworking/invalidateAll()``.
+public struct CachedNetworkingError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, broadly.
+    public struct Kind: Sendable, Hashable, CustomStringConvertible {
+        enum Base: Sendable, Hashable { case invalidRequest, transport, store, cancelled }
+        let base: Base
+
+        /// The request cannot be sent: it lacks a scheme or authority, or cannot be converted.
+        public static let invalidRequest = Kind(base: .invalidRequest)
+        /// The origin could not be reached or the exchange failed.
+        public static let transport = Kind(base: .transport)
+        /// The cache store failed during an explicit cache operation (invalidation).
+        public static let store = Kind(base: .store)
+        /// The calling task was cancelled.
+        public static let cancelled = Kind(base: .cancelled)
+
+        public var description: String {
+            switch base {
+            case .invalidRequest: "invalid request"
+            case .transport: "transport"
+            case .store: "store"
+            case .cancelled: "cancelled"
+            }
+        }
+    }
+
+    /// The broad kind of failure.
+    public let kind: Kind
+    /// Details for logs.
+    public let message: String
+    /// The error that caused this one (the transport's, the store's), if any.
+    public let underlying: (any Error & Sendable)?
+
+    /// An error of `kind` with `message` and an optional cause.
+    public init(_ kind: Kind, _ message: String, underlying: (any Error & Sendable)? = nil) {
+        self.kind = kind
+        self.message = message
+        self.underlying = underlying
+    }
+
+    public var description: String { "\(kind): \(message)" }
+}

@@ -1,0 +1,106 @@
+import CoreMetrics
+
+/// The names of the metrics ``CachedNetworking`` reports through swift-metrics, and of their dimensions.
+///
+/// Every counter also carries the ``Dimension/namespace`` dimension and the configured extra dimensions.
+public enum CachedNetworkingMetrics {
+    /// Requests answered from storage without contacting the origin (fresh, or stale as allowed).
+    public static let hits = "cached_networking_hits_total"
+    /// Requests for which nothing usable was stored.
+    public static let misses = "cached_networking_misses_total"
+    /// Conditional requests sent to validate stored responses, by ``Dimension/result`` (`not_modified`,
+    /// `modified`, `error`).
+    public static let revalidations = "cached_networking_revalidations_total"
+    /// Stale responses served, by ``Dimension/reason`` (`max_stale`, `stale_while_revalidate`,
+    /// `stale_if_error`, `policy`).
+    public static let staleServed = "cached_networking_stale_served_total"
+    /// Requests that waited on another request's fetch, by ``Dimension/scope`` (`process`, `lease`).
+    public static let coalescedWaits = "cached_networking_coalesced_waits_total"
+    /// Store calls that failed or timed out (the request went on without the store), by
+    /// ``Dimension/operation``.
+    public static let storeErrors = "cached_networking_store_errors_total"
+    /// Stored values that could not be read as an entry (corrupt, foreign, or a hash collision).
+    public static let corruptEntries = "cached_networking_corrupt_entries_total"
+    /// Requests sent to origins, by ``Dimension/reason`` (`miss`, `validation`, `refresh`, `bypass`,
+    /// `unsafe_method`, `reload`).
+    public static let originFetches = "cached_networking_origin_fetches_total"
+    /// Body bytes delivered, by ``Dimension/source`` (`cache`, `origin`).
+    public static let bytes = "cached_networking_bytes_total"
+    /// Responses written to the store.
+    public static let stores = "cached_networking_stores_total"
+
+    /// Dimension names.
+    public enum Dimension {
+        /// The configured key namespace.
+        public static let namespace = "namespace"
+        /// The store operation (`get`, `set`, `set_if_absent`, `remove`, `increment`).
+        public static let operation = "operation"
+        /// Where bytes came from.
+        public static let source = "source"
+        /// Why something happened.
+        public static let reason = "reason"
+        /// The outcome of a revalidation.
+        public static let result = "result"
+        /// Where a coalesced request waited.
+        public static let scope = "scope"
+    }
+}
+
+/// Keys of the metadata ``CachedNetworking`` attaches to its log messages.
+public enum CachedNetworkingLogKeys {
+    /// The store key concerned.
+    public static let key = "cached.key"
+    /// The normalized request URI.
+    public static let uri = "cached.uri"
+    /// The store operation that failed.
+    public static let operation = "cached.store.operation"
+    /// The error.
+    public static let error = "cached.error"
+    /// The Cache-Status member of the answer.
+    public static let cacheStatus = "cached.cache_status"
+}
+
+/// The counters, made once.
+struct CacheMetrics: Sendable {
+    typealias Names = CachedNetworkingMetrics
+    let hits: Counter
+    let misses: Counter
+    let corruptEntries: Counter
+    let stores: Counter
+    private let revalidations: [String: Counter]
+    private let staleServedCounters: [String: Counter]
+    private let coalescedWaits: [String: Counter]
+    private let storeErrors: [String: Counter]
+    private let originFetches: [String: Counter]
+    private let bytesCounters: [String: Counter]
+
+    init(factory: any MetricsFactory, namespace: String, extra: [(String, String)]) {
+        let dimensions = [(Names.Dimension.namespace, namespace)] + extra
+        func make(_ label: String) -> Counter { Counter(label: label, dimensions: dimensions, factory: factory) }
+        func family(_ label: String, _ dimension: String, _ values: [String]) -> [String: Counter] {
+            Dictionary(uniqueKeysWithValues: values.map {
+                ($0, Counter(label: label, dimensions: dimensions + [(dimension, $0)], factory: factory))
+            })
+        }
+        hits = make(Names.hits)
+        misses = make(Names.misses)
+        corruptEntries = make(Names.corruptEntries)
+        stores = make(Names.stores)
+        revalidations = family(Names.revalidations, Names.Dimension.result, ["not_modified", "modified", "error"])
+        staleServedCounters = family(Names.staleServed, Names.Dimension.reason, ["max_stale", "stale_while_revalidate", "stale_if_error", "policy"])
+        coalescedWaits = family(Names.coalescedWaits, Names.Dimension.scope, ["process", "lease"])
+        storeErrors = family(Names.storeErrors, Names.Dimension.operation, ["get", "set", "set_if_absent", "remove", "increment"])
+        originFetches = family(Names.originFetches, Names.Dimension.reason, ["miss", "validation", "refresh", "bypass", "unsafe_method", "reload"])
+        bytesCounters = family(Names.bytes, Names.Dimension.source, ["cache", "origin"])
+    }
+
+    func revalidation(_ result: String) { revalidations[result]?.increment() }
+    func staleServed(_ reason: String) { staleServedCounters[reason]?.increment() }
+    func coalesced(_ scope: String) { coalescedWaits[scope]?.increment() }
+    func storeError(_ operation: String) { storeErrors[operation]?.increment() }
+    func originFetch(_ reason: String) { originFetches[reason]?.increment() }
+    func bytes(_ source: String, _ count: Int) {
+        guard count > 0 else { return }
+        bytesCounters[source]?.increment(by: count)
+    }
+}

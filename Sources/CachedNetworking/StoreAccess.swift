@@ -1,0 +1,149 @@
+import Logging
+import NIOCore
+import Synchronization
+
+/// The store as the cache uses it: every call bounded by a timeout, every failure logged and counted and
+/// turned into "nothing" (fail-open), never into a failed request.
+struct StoreAccess: Sendable {
+    let store: any CacheStore
+    let timeout: Duration
+    let metrics: CacheMetrics
+    let logger: Logger
+
+    /// The value under `key`; `.failed` when the store failed or timed out.
+    func get(_ key: String) async -> StoreRead<ByteBuffer?> {
+        await attempt("get", key) { () async throws(CacheStoreError) in try await store.get(key) }
+    }
+
+    func get(_ keys: [String]) async -> StoreRead<[ByteBuffer?]> {
+        await attempt("get", keys.first ?? "") { () async throws(CacheStoreError) in try await store.get(keys) }
+    }
+
+    @discardableResult
+    func set(_ key: String, _ value: ByteBuffer, ttl: Duration?) async -> Bool {
+        await attempt("set", key) { () async throws(CacheStoreError) in try await store.set(key, to: value, ttl: ttl) }.succeeded
+    }
+
+    func setIfAbsent(_ key: String, _ value: ByteBuffer, ttl: Duration) async -> StoreRead<Bool> {
+        await attempt("set_if_absent", key) { () async throws(CacheStoreError) in
+            try await store.setIfAbsent(key, to: value, ttl: ttl)
+        }
+    }
+
+    @discardableResult
+    func remove(_ keys: [String]) async -> Bool {
+        guard !keys.isEmpty else { return true }
+        return await attempt("remove", keys[0]) { () async throws(CacheStoreError) in try await store.remove(keys) }.succeeded
+    }
+
+    /// Runs `operation` with the timeout; failures are logged and counted.
+    func attempt<T: Sendable>(
+        _ operation: String,
+        _ key: String,
+        _ body: @escaping @Sendable () async throws(CacheStoreError) -> T
+    ) async -> StoreRead<T> {
+        switch await withStoreTimeout(timeout, body) {
+        case .success(let value):
+            return .value(value)
+        case .failure(let error):
+            metrics.storeError(operation)
+            logger.debug(
+                "cache store call failed; continuing without the store",
+                metadata: [
+                    CachedNetworkingLogKeys.operation: "\(operation)",
+                    CachedNetworkingLogKeys.key: "\(key)",
+                    CachedNetworkingLogKeys.error: "\(error)",
+                ]
+            )
+            return .failed(error)
+        }
+    }
+}
+
+/// The result of a fail-open store call.
+enum StoreRead<T: Sendable>: Sendable {
+    case value(T)
+    case failed(CacheStoreError)
+
+    var value: T? {
+        if case .value(let value) = self { return value }
+        return nil
+    }
+
+    var succeeded: Bool { value != nil }
+}
+
+/// Runs `body`, giving up after `timeout` with a `.timeout` error even if `body` ignores cancellation (it is
+/// cancelled and left to finish on its own).
+func withStoreTimeout<T: Sendable>(
+    _ timeout: Duration,
+    _ body: @escaping @Sendable () async throws(CacheStoreError) -> T
+) async -> Result<T, CacheStoreError> {
+    let race = TimeoutRace<T>()
+    return await withTaskCancellationHandler {
+        await withCheckedContinuation { continuation in
+            race.start(continuation)
+            let work = Task {
+                let result: Result<T, CacheStoreError>
+                do throws(CacheStoreError) {
+                    result = .success(try await body())
+                } catch {
+                    result = .failure(error)
+                }
+                race.finish(result)
+            }
+            let timer = Task {
+                try? await Task.sleep(for: timeout)
+                if Task.isCancelled { return }
+                race.finish(.failure(CacheStoreError(.timeout, "no answer within \(timeout)")))
+            }
+            race.track(work: work, timer: timer)
+        }
+    } onCancel: {
+        race.finish(.failure(CacheStoreError(.timeout, "cancelled")))
+    }
+}
+
+/// The first of a store call, its timer and cancellation to finish resumes the caller and cancels the others.
+private final class TimeoutRace<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<Result<T, CacheStoreError>, Never>?
+        var finished = false
+        var work: Task<Void, Never>?
+        var timer: Task<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    func start(_ continuation: CheckedContinuation<Result<T, CacheStoreError>, Never>) {
+        let finishedEarly = state.withLock { state -> Bool in
+            if state.finished { return true }
+            state.continuation = continuation
+            return false
+        }
+        if finishedEarly { continuation.resume(returning: .failure(CacheStoreError(.timeout, "cancelled"))) }
+    }
+
+    func track(work: Task<Void, Never>, timer: Task<Void, Never>) {
+        let finished = state.withLock { state -> Bool in
+            state.work = work
+            state.timer = timer
+            return state.finished
+        }
+        if finished {
+            work.cancel()
+            timer.cancel()
+        }
+    }
+
+    func finish(_ result: Result<T, CacheStoreError>) {
+        let (continuation, work, timer) = state.withLock { state -> (CheckedContinuation<Result<T, CacheStoreError>, Never>?, Task<Void, Never>?, Task<Void, Never>?) in
+            guard !state.finished else { return (nil, nil, nil) }
+            state.finished = true
+            defer { state.continuation = nil }
+            return (state.continuation, state.work, state.timer)
+        }
+        continuation?.resume(returning: result)
+        work?.cancel()
+        timer?.cancel()
+    }
+}

@@ -1,0 +1,152 @@
+public import HTTPTypes
+
+/// Target URIs as a cache keys them.
+public enum CacheURI {
+    /// The normalized target URI of `request` (`scheme://authority/path?query`), or nil when the request has
+    /// no scheme or authority.
+    ///
+    /// Normalization (RFC 3986 §6.2.2, RFC 9110 §4.2.3): scheme and host lowercased, the default port
+    /// dropped, an empty path written `/`, percent-encodings in upper case.
+    public static func normalized(_ request: HTTPRequest) -> String? {
+        guard let scheme = request.scheme, let authority = request.authority, !authority.isEmpty else { return nil }
+        return normalized(scheme: scheme, authority: authority, pathAndQuery: request.path ?? "/")
+    }
+
+    /// The normalized form of a URI from its parts (see ``normalized(_:)``).
+    public static func normalized(scheme: String, authority: String, pathAndQuery: String) -> String {
+        let lowerScheme = scheme.lowercased()
+        var path = pathAndQuery.isEmpty ? "/" : pathAndQuery
+        if let hash = path.firstIndex(of: "#") { path = String(path[..<hash]) }
+        if !path.hasPrefix("/") && !path.hasPrefix("?") { path = "/" + path }
+        if path.hasPrefix("?") { path = "/" + path }
+        return "\(lowerScheme)://\(normalizedAuthority(authority, scheme: lowerScheme))\(uppercasingPercentEncodings(path))"
+    }
+
+    static func normalizedAuthority(_ authority: String, scheme: String) -> String {
+        var hostPort = Substring(authority)
+        if let at = hostPort.lastIndex(of: "@") { hostPort = hostPort[hostPort.index(after: at)...] }
+        var host = hostPort
+        var port: Substring? = nil
+        if let colon = hostPort.lastIndex(of: ":"), !hostPort[colon...].contains("]") {
+            host = hostPort[..<colon]
+            port = hostPort[hostPort.index(after: colon)...]
+        }
+        let defaultPort = scheme == "https" ? "443" : scheme == "http" ? "80" : nil
+        if let value = port, value.isEmpty || defaultPort.map({ value == $0 }) == true { port = nil }
+        return host.lowercased() + (port.map { ":\($0)" } ?? "")
+    }
+
+    private static func uppercasingPercentEncodings(_ path: String) -> String {
+        guard path.contains("%") else { return path }
+        var result = ""
+        var pending = 0
+        for character in path {
+            if pending > 0 {
+                result.append(contentsOf: character.uppercased())
+                pending -= 1
+            } else {
+                if character == "%" { pending = 2 }
+                result.append(character)
+            }
+        }
+        return result
+    }
+
+    /// Resolves `reference` (a `Location` or `Content-Location` value) against the normalized URI `base`
+    /// (RFC 3986 §5.2), then normalizes it.
+    /// - Returns: The absolute URI, or nil when `reference` is not a usable HTTP(S) reference.
+    public static func resolve(_ reference: String, against base: String) -> String? {
+        let reference = String(reference.trimmingOWS())
+        guard !reference.isEmpty, let baseParts = split(base) else { return nil }
+        if let schemeEnd = reference.firstIndex(of: ":"),
+            reference[..<schemeEnd].allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) }),
+            reference[..<schemeEnd].first?.isLetter == true
+        {
+            guard let parts = split(reference) else { return nil }
+            return normalized(scheme: parts.scheme, authority: parts.authority, pathAndQuery: removeDotSegments(parts.path))
+        }
+        if reference.hasPrefix("//") {
+            return resolve(baseParts.scheme + ":" + reference, against: base)
+        }
+        if reference.hasPrefix("/") {
+            return normalized(scheme: baseParts.scheme, authority: baseParts.authority, pathAndQuery: removeDotSegments(reference))
+        }
+        if reference.hasPrefix("?") {
+            let basePath = baseParts.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? "/"
+            return normalized(scheme: baseParts.scheme, authority: baseParts.authority, pathAndQuery: basePath + reference)
+        }
+        let basePath = baseParts.path.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? "/"
+        let directory = basePath.lastIndex(of: "/").map { String(basePath[...$0]) } ?? "/"
+        return normalized(scheme: baseParts.scheme, authority: baseParts.authority, pathAndQuery: removeDotSegments(directory + reference))
+    }
+
+    /// Whether two normalized URIs have the same origin (scheme, host and port).
+    public static func sameOrigin(_ left: String, _ right: String) -> Bool {
+        guard let leftParts = split(left), let rightParts = split(right) else { return false }
+        let leftScheme = leftParts.scheme.lowercased()
+        let rightScheme = rightParts.scheme.lowercased()
+        guard leftScheme == rightScheme else { return false }
+        let leftAuthority: String = normalizedAuthority(leftParts.authority, scheme: leftScheme)
+        let rightAuthority: String = normalizedAuthority(rightParts.authority, scheme: rightScheme)
+        return leftAuthority == rightAuthority
+    }
+
+    private static func split(_ uri: String) -> (scheme: String, authority: String, path: String)? {
+        guard let range = uri.firstRange(of: "://") else { return nil }
+        let scheme = String(uri[..<range.lowerBound])
+        let rest = uri[range.upperBound...]
+        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+        let authority = String(rest[..<authorityEnd])
+        guard !authority.isEmpty, !scheme.isEmpty else { return nil }
+        var path = String(rest[authorityEnd...])
+        if let hash = path.firstIndex(of: "#") { path = String(path[..<hash]) }
+        return (scheme, authority, path.isEmpty ? "/" : path)
+    }
+
+    /// RFC 3986 §5.2.4 on the path part; the query is kept as it is.
+    static func removeDotSegments(_ pathAndQuery: String) -> String {
+        let pieces = pathAndQuery.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let path = pieces.first.map(String.init) ?? ""
+        var output: [Substring] = []
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        for (index, segment) in segments.enumerated() {
+            let last = index == segments.count - 1
+            switch segment {
+            case ".":
+                if last { output.append("") }
+            case "..":
+                if !output.isEmpty { output.removeLast() }
+                if last { output.append("") }
+            default:
+                output.append(segment)
+            }
+        }
+        let resolved = "/" + output.joined(separator: "/")
+        return pieces.count > 1 ? resolved + "?" + pieces[1] : resolved
+    }
+}
+
+/// Invalidation after unsafe requests (RFC 9111 §4.4).
+public enum Invalidation {
+    /// Methods that are safe (RFC 9110 §9.2.1); every other method is unsafe.
+    public static let safeMethods: Set<HTTPRequest.Method> = [.get, .head, .options, .trace, .query]
+
+    /// The URIs whose stored responses a cache must invalidate after `response` to `request`.
+    ///
+    /// For an unsafe method (POST, PUT, DELETE, PATCH, …) with a non-error status (2xx or 3xx): the target URI,
+    /// and the URIs in `Location` and `Content-Location` when they have the same origin. Otherwise none.
+    /// - Returns: Normalized URIs (see ``CacheURI/normalized(_:)``), without duplicates.
+    public static func targets(request: HTTPRequest, response: HTTPResponse) -> [String] {
+        guard !safeMethods.contains(request.method), (200..<400).contains(response.status.code),
+            let target = CacheURI.normalized(request)
+        else { return [] }
+        var uris = [target]
+        for name in [HTTPField.Name.location, .contentLocation] {
+            guard let value = response.headerFields[name], let resolved = CacheURI.resolve(value, against: target),
+                CacheURI.sameOrigin(resolved, target), !uris.contains(resolved)
+            else { continue }
+            uris.append(resolved)
+        }
+        return uris
+    }
+}

@@ -1,0 +1,146 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+public import HTTPTypes
+
+/// What a cache knows about a stored response when deciding whether to reuse it.
+public struct StoredResponseInfo: Sendable, Hashable {
+    /// The stored status and header fields (after 304 merges).
+    public var response: HTTPResponse
+    /// When the request that produced the stored response (or its last validation) was sent.
+    public var requestTime: Date
+    /// When that response was received.
+    public var responseTime: Date
+    /// A freshness lifetime imposed by configuration, replacing the one the origin gave; nil to use the
+    /// origin's.
+    public var lifetimeOverride: Int?
+
+    /// Describes a stored response.
+    public init(response: HTTPResponse, requestTime: Date, responseTime: Date, lifetimeOverride: Int? = nil) {
+        self.response = response
+        self.requestTime = requestTime
+        self.responseTime = responseTime
+        self.lifetimeOverride = lifetimeOverride
+    }
+}
+
+/// Whether a stored response can answer a request now, and how (RFC 9111 §4, RFC 5861).
+public struct ReuseDecision: Sendable, Hashable {
+    /// What the cache should do.
+    public struct Action: Sendable, Hashable, CustomStringConvertible {
+        fileprivate enum Base: Sendable, Hashable { case serveFresh, serveStale, serveStaleWhileRevalidating, validate }
+        fileprivate let base: Base
+
+        /// The response is fresh enough for the request: serve it.
+        public static let serveFresh = Action(base: .serveFresh)
+        /// The response is stale but the request's `max-stale` accepts it: serve it.
+        public static let serveStale = Action(base: .serveStale)
+        /// The response is stale within `stale-while-revalidate`: serve it and revalidate in the background.
+        public static let serveStaleWhileRevalidating = Action(base: .serveStaleWhileRevalidating)
+        /// The response must be validated with the origin (or, with `only-if-cached`, answered with 504).
+        public static let validate = Action(base: .validate)
+
+        /// Whether the stored response is served without waiting for the origin.
+        public var servesStoredResponse: Bool { base != .validate }
+
+        public var description: String {
+            switch base {
+            case .serveFresh: "serve fresh"
+            case .serveStale: "serve stale"
+            case .serveStaleWhileRevalidating: "serve stale while revalidating"
+            case .validate: "validate"
+            }
+        }
+    }
+
+    /// What to do.
+    public let action: Action
+    /// The stored response's current age in seconds (RFC 9111 §4.2.3).
+    public let currentAge: Int
+    /// Its freshness lifetime in seconds.
+    public let freshnessLifetime: FreshnessLifetime
+    /// Whether, if validation fails (the origin cannot be reached or answers 500, 502, 503 or 504), the stored
+    /// response may be served instead (`stale-if-error` of the response or the request, and no
+    /// `must-revalidate`, `proxy-revalidate` or `s-maxage`).
+    public let staleIfErrorAllowed: Bool
+    /// Header fields to leave out when serving without validation (a qualified `no-cache`), lowercased.
+    public let fieldsToOmitWhenServed: Set<String>
+
+    /// Seconds of freshness left; negative once stale (the `ttl` of `Cache-Status`).
+    public var timeToLive: Int { freshnessLifetime.seconds - currentAge }
+    /// Seconds past the freshness lifetime; zero while fresh.
+    public var staleness: Int { max(0, currentAge - freshnessLifetime.seconds) }
+    /// Whether the stored response is fresh (RFC 9111 §4.2: lifetime > age).
+    public var isFresh: Bool { freshnessLifetime.seconds > currentAge }
+
+    /// Decides how to use `stored` for a request with `requestDirectives` at `now`, as a shared cache.
+    ///
+    /// Order of the rules: a request `no-cache` or an unqualified response `no-cache` always validates;
+    /// a fresh response is served unless the request's `max-age` or `min-fresh` rule it out; a stale response
+    /// is served when the request's `max-stale` accepts it, or with a background revalidation inside
+    /// `stale-while-revalidate`, unless `must-revalidate`, `proxy-revalidate` or `s-maxage` forbid serving
+    /// it stale; everything else validates.
+    /// - Parameters:
+    ///   - stored: The stored response.
+    ///   - requestDirectives: The request's `Cache-Control`.
+    ///   - now: The current time.
+    ///   - rules: Cache settings (heuristic freshness).
+    public static func evaluate(
+        stored: StoredResponseInfo,
+        requestDirectives: RequestCacheControl,
+        now: Date,
+        rules: CachingRules = CachingRules()
+    ) -> ReuseDecision {
+        let directives = ResponseCacheControl(stored.response.headerFields)
+        let lifetime =
+            stored.lifetimeOverride.map { FreshnessLifetime(seconds: $0, source: .override) }
+            ?? FreshnessLifetime.of(stored.response, responseTime: stored.responseTime, rules: rules)
+        let age = AgeCalculation(
+            headerFields: stored.response.headerFields,
+            requestTime: stored.requestTime,
+            responseTime: stored.responseTime,
+            now: now
+        ).currentAge
+        let staleness = max(0, age - lifetime.seconds)
+        let fresh = lifetime.seconds > age
+        let revalidateWhenStale = directives.requiresRevalidationWhenStale
+        let errorWindow = max(directives.staleIfError ?? -1, requestDirectives.staleIfError ?? -1)
+        let staleIfError = !(revalidateWhenStale && !fresh) && errorWindow >= 0 && staleness <= errorWindow
+        var omitted: Set<String> = []
+        if case .fields(let names) = directives.noCache, stored.lifetimeOverride == nil { omitted = names }
+
+        func decision(_ action: Action) -> ReuseDecision {
+            ReuseDecision(
+                action: action,
+                currentAge: age,
+                freshnessLifetime: lifetime,
+                staleIfErrorAllowed: staleIfError,
+                fieldsToOmitWhenServed: action == .validate ? [] : omitted
+            )
+        }
+
+        let alwaysValidate =
+            requestDirectives.noCache || (directives.requiresValidationBeforeUse && stored.lifetimeOverride == nil)
+        if alwaysValidate { return decision(.validate) }
+        if let maxAge = requestDirectives.maxAge, age > maxAge { return decision(.validate) }
+        if fresh {
+            if let minFresh = requestDirectives.minFresh, lifetime.seconds - age < minFresh {
+                return decision(.validate)
+            }
+            return decision(.serveFresh)
+        }
+        if revalidateWhenStale { return decision(.validate) }
+        if let maxStale = requestDirectives.maxStale, maxStale.allows(staleness: staleness) {
+            return decision(.serveStale)
+        }
+        if let window = directives.staleWhileRevalidate, staleness <= window {
+            return decision(.serveStaleWhileRevalidating)
+        }
+        return decision(.validate)
+    }
+}
+
+/// Status codes after which `stale-if-error` allows serving a stale response (RFC 5861 §4).
+public let staleIfErrorStatusCodes: Set<Int> = [500, 502, 503, 504]

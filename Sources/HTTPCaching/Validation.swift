@@ -1,0 +1,111 @@
+public import HTTPTypes
+
+/// Validation of stored responses: conditional requests and updating after `304 Not Modified`
+/// (RFC 9111 §4.3).
+public enum Validation {
+    /// Header fields that make a client's request conditional or partial. A cache forwards such requests as
+    /// they are instead of answering them from storage.
+    public static let conditionalRequestFields: [HTTPField.Name] = [
+        .ifNoneMatch, .ifModifiedSince, .ifMatch, .ifUnmodifiedSince, .ifRange, .range,
+    ]
+
+    /// Whether `request` carries its own conditions or a range (see ``conditionalRequestFields``).
+    public static func isConditionalOrPartial(_ request: HTTPRequest) -> Bool {
+        conditionalRequestFields.contains { request.headerFields[$0] != nil }
+    }
+
+    /// The request that validates `stored` (RFC 9111 §4.3.1): `request` with `If-None-Match` carrying the
+    /// stored `ETag` and `If-Modified-Since` carrying the stored `Last-Modified`.
+    /// - Parameters:
+    ///   - request: The client's request.
+    ///   - stored: The stored response's header fields.
+    /// - Returns: The conditional request, or nil when the stored response has no validator (then only a full
+    ///   request can refresh it).
+    public static func conditionalRequest(for request: HTTPRequest, stored: HTTPFields) -> HTTPRequest? {
+        let etags = stored[values: .eTag]
+        let lastModified = stored[.lastModified]
+        guard !etags.isEmpty || lastModified != nil else { return nil }
+        var conditional = request
+        for name in conditionalRequestFields { conditional.headerFields[name] = nil }
+        if !etags.isEmpty { conditional.headerFields[.ifNoneMatch] = etags.joined(separator: ", ") }
+        if let lastModified { conditional.headerFields[.ifModifiedSince] = lastModified }
+        return conditional
+    }
+
+    /// Whether a `304 Not Modified` refers to the stored response (RFC 9111 §4.3.4): by `ETag` when the 304 has
+    /// one, else by `Last-Modified`; a 304 without validators refers to the one response that was validated.
+    /// - Parameters:
+    ///   - notModified: The 304's header fields.
+    ///   - stored: The stored response's header fields.
+    public static func notModified(_ notModified: HTTPFields, selects stored: HTTPFields) -> Bool {
+        if let etag = notModified[.eTag]?.trimmingOWS() {
+            guard let storedTag = stored[.eTag]?.trimmingOWS() else { return false }
+            if etag.hasPrefix("W/") {
+                // A weak validator: only the weak comparison can be made.
+                return weakTag(etag) == weakTag(storedTag)
+            }
+            return etag == storedTag
+        }
+        if let lastModified = notModified[.lastModified] {
+            guard let storedLastModified = stored[.lastModified] else { return false }
+            return HTTPDate.parse(lastModified) == HTTPDate.parse(storedLastModified)
+        }
+        // No validator in the 304: the conditional request was made for exactly one stored response.
+        return true
+    }
+
+    private static func weakTag(_ tag: Substring) -> Substring {
+        tag.hasPrefix("W/") ? tag.dropFirst(2) : tag
+    }
+
+    /// Header fields that a 304 does not replace in the stored response (RFC 9111 §3.2): `Content-Length`,
+    /// and `Content-Encoding` and `Content-Range`, which describe the stored content itself.
+    public static let fieldsNotUpdated: Set<HTTPField.Name> = [.contentLength, .contentEncoding, .contentRange]
+
+    /// The stored header fields updated with those of a 304 (RFC 9111 §3.2, §4.3.4): every field the 304 carries
+    /// replaces all stored fields of that name, except hop-by-hop fields and ``fieldsNotUpdated``.
+    /// - Parameters:
+    ///   - stored: The stored response's header fields.
+    ///   - notModified: The 304's header fields.
+    /// - Returns: The merged fields, in the stored order with new names appended.
+    public static func merging(_ stored: HTTPFields, with notModified: HTTPFields) -> HTTPFields {
+        let updates = HopByHop.removing(from: notModified)
+        var merged = stored
+        var replaced: Set<HTTPField.Name> = []
+        for field in updates where !fieldsNotUpdated.contains(field.name) && !replaced.contains(field.name) {
+            replaced.insert(field.name)
+            merged[values: field.name] = updates[values: field.name]
+        }
+        return merged
+    }
+}
+
+/// Hop-by-hop header fields, which a cache does not store (RFC 9111 §3.1, RFC 9110 §7.6.1).
+public enum HopByHop {
+    /// The fields that are always hop-by-hop: `Connection`, `Keep-Alive`, `TE`, `Transfer-Encoding`,
+    /// `Upgrade`, `Trailer`, `Proxy-Connection`; besides these, every field whose name starts with `Proxy-`
+    /// and every field `Connection` names.
+    public static let fixedFieldNames: Set<String> = [
+        "connection", "keep-alive", "te", "transfer-encoding", "upgrade", "trailer", "proxy-connection",
+    ]
+
+    /// Whether `name` is hop-by-hop in a message whose `Connection` names `connectionOptions`.
+    public static func isHopByHop(_ name: HTTPField.Name, connectionOptions: Set<String> = []) -> Bool {
+        let canonical = name.canonicalName
+        return fixedFieldNames.contains(canonical) || canonical.hasPrefix("proxy-")
+            || connectionOptions.contains(canonical)
+    }
+
+    /// `fields` without hop-by-hop fields.
+    public static func removing(from fields: HTTPFields) -> HTTPFields {
+        let options = Set(
+            fields[values: .connection].flatMap { $0.split(separator: ",") }.map { $0.trimmingOWS().lowercased() }
+        )
+        var result = HTTPFields()
+        result.reserveCapacity(fields.count)
+        for field in fields where !isHopByHop(field.name, connectionOptions: options) {
+            result.append(field)
+        }
+        return result
+    }
+}

@@ -1,0 +1,102 @@
+// The code samples of docs/sdk.md, compiled and run here so that they stay correct.
+import CachedNetworking
+import CachedNetworkingTesting
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import HTTPTypes
+import Testing
+
+private enum QuickStart {
+    static func fetchItems(store: any CacheStore) async throws(CachedNetworkingError) -> CachedResponse {
+        let transport = AsyncHTTPClientTransport()
+        var configuration = CachedNetworking.Configuration()
+        configuration.namespace = "catalog"
+        let cache = CachedNetworking(store: store, transport: transport, configuration: configuration)
+
+        let request = HTTPRequest(method: .get, scheme: "https", authority: "api.example.com", path: "/items")
+        let answer = try await cache.run(request)
+        try? await transport.shutdown()
+        return answer
+    }
+
+    static func load(_ cache: CachedNetworking, _ url: URL) {
+        cache.run(URLRequest(url: url)) { data, response, error, fromCache in
+            _ = (data, response, error, fromCache)
+        }
+    }
+
+    static func configureOverrides() -> CachedNetworking.Configuration {
+        var configuration = CachedNetworking.Configuration()
+        configuration.lifetimeOverrides = [
+            LifetimeOverride(host: "api.example.com", pathPrefix: "/catalog/", lifetime: .seconds(300)),
+            LifetimeOverride(lifetime: .seconds(30)) { request in request.path?.hasSuffix(".json") == true },
+        ]
+        return configuration
+    }
+
+    static func afterImport(_ cache: CachedNetworking) async throws(CachedNetworkingError) {
+        try await cache.invalidate(HTTPRequest(method: .get, scheme: "https", authority: "api.example.com", path: "/items"))
+        try await cache.invalidateAll()
+    }
+
+    struct Item: Decodable, Sendable {
+        let id: Int
+        let name: String
+    }
+
+    static func items(_ cache: CachedNetworking) async throws(CachedRepositoryError) -> [Item] {
+        let repository = CachedRepository<[Item]>(network: cache)
+        return try await repository.value(
+            for: HTTPRequest(method: .get, scheme: "https", authority: "api.example.com", path: "/items"))
+    }
+}
+
+@Suite("docs/sdk.md samples")
+struct DocsSampleTests {
+    @Test("the testing sample runs as documented")
+    func testingSample() async throws {
+        let clock = ManualCacheClock()
+        let transport = FakeHTTPTransport()
+        transport.script("https://api.example.com/items", replies: [
+            .init(status: .ok, headerFields: [.cacheControl: "max-age=60"], body: "[]"),
+        ])
+        var configuration = CachedNetworking.Configuration()
+        configuration.clock = clock
+        let store = InMemoryCacheStore(clock: clock)
+        let cache = CachedNetworking(store: store, transport: transport, configuration: configuration)
+        let request = HTTPRequest(method: .get, scheme: "https", authority: "api.example.com", path: "/items")
+
+        #expect(try await cache.run(request).source == .network)
+        #expect(try await cache.run(request).source == .cache)
+        clock.advance(by: .seconds(61))
+        store.inject(.init(operations: [.get]))
+        #expect(try await cache.run(request).source == .network)
+        #expect(transport.requestCount(for: "https://api.example.com/items") == 2)
+    }
+
+    @Test("the override sample matches what it says")
+    func overrides() {
+        let configuration = QuickStart.configureOverrides()
+        let catalog = HTTPRequest(method: .get, scheme: "https", authority: "API.example.com:443", path: "/catalog/1")
+        let json = HTTPRequest(method: .get, scheme: "https", authority: "other.example", path: "/a.json")
+        let other = HTTPRequest(method: .get, scheme: "https", authority: "other.example", path: "/a")
+        #expect(configuration.lifetimeOverrides.first { $0.matches(catalog) }?.lifetime == .seconds(300))
+        #expect(configuration.lifetimeOverrides.first { $0.matches(json) }?.lifetime == .seconds(30))
+        #expect(!configuration.lifetimeOverrides.contains { $0.matches(other) })
+    }
+
+    @Test("the repository sample decodes through a cache over the fakes")
+    func repositorySample() async throws {
+        let transport = FakeHTTPTransport()
+        transport.script("https://api.example.com/items", replies: [
+            .init(headerFields: [.cacheControl: "max-age=60"], body: #"[{"id":1,"name":"one"}]"#),
+        ])
+        let cache = CachedNetworking(store: InMemoryCacheStore(), transport: transport)
+        #expect(try await QuickStart.items(cache).map(\.name) == ["one"])
+        try await QuickStart.afterImport(cache)
+        #expect(try await QuickStart.items(cache).count == 1)
+        #expect(transport.requestCount(for: "https://api.example.com/items") == 2)
+    }
+}

@@ -1,0 +1,156 @@
+import CachedNetworking
+import CachedNetworkingTesting
+import CoreMetrics
+import Foundation
+import HTTPTypes
+import NIOCore
+import Synchronization
+
+/// One AsyncHTTPClient transport for the whole test process (its client lives until the process exits).
+let sharedTransport = AsyncHTTPClientTransport(timeout: .seconds(10))
+
+/// A transport that gives up quickly, for tests whose origin goes away (AsyncHTTPClient retries refused
+/// connections until the deadline).
+let impatientTransport = AsyncHTTPClientTransport(timeout: .milliseconds(300))
+
+/// A cache over a local origin, an in-memory store and a manual clock, with recorded metrics.
+struct Harness {
+    let origin: OriginServer
+    let clock: ManualCacheClock
+    let store: InMemoryCacheStore
+    let metrics: TestMetrics
+    let cache: CachedNetworking
+    let transport: AsyncHTTPClientTransport
+
+    static func make(
+        transport: AsyncHTTPClientTransport = sharedTransport,
+        configure: (inout CachedNetworking.Configuration) -> Void = { _ in }
+    ) async throws -> Harness {
+        let origin = try await OriginServer.start()
+        let clock = ManualCacheClock()
+        let store = InMemoryCacheStore(clock: clock)
+        let metrics = TestMetrics()
+        var configuration = CachedNetworking.Configuration()
+        configuration.clock = clock
+        configuration.metricsFactory = metrics
+        configure(&configuration)
+        let cache = CachedNetworking(store: store, transport: transport, configuration: configuration)
+        return Harness(origin: origin, clock: clock, store: store, metrics: metrics, cache: cache, transport: transport)
+    }
+
+    /// Another cache (another process, in effect) over the same store and clock.
+    func sibling(configure: (inout CachedNetworking.Configuration) -> Void = { _ in }) -> CachedNetworking {
+        var configuration = cache.configuration
+        configure(&configuration)
+        return CachedNetworking(store: store, transport: transport, configuration: configuration)
+    }
+
+    /// Answers `path` with `status`, `headers` (plus a `Date` of the clock's time at the moment of answering) and
+    /// `body`.
+    func serve(_ path: String, status: Int = 200, _ headers: [(String, String)] = [], body: String = "body", delay: Duration? = nil) {
+        let clock = self.clock
+        origin.route(path) { _ in
+            OriginServer.Reply(status: status, headers: [("Date", HTTPDate.format(clock.now()))] + headers, body: body, delay: delay)
+        }
+    }
+
+    /// Answers `path` with `handler`, adding a `Date` of the clock's time.
+    func serve(_ path: String, _ handler: @escaping @Sendable (OriginServer.Received) -> OriginServer.Reply) {
+        let clock = self.clock
+        origin.route(path) { received in
+            var reply = handler(received)
+            reply.headers.insert(("Date", HTTPDate.format(clock.now())), at: 0)
+            return reply
+        }
+    }
+
+    func get(
+        _ path: String,
+        _ headers: [(String, String)] = [],
+        method: HTTPRequest.Method = .get,
+        policy: CachePolicy = .useProtocolCachePolicy
+    ) async throws -> CachedResponse {
+        try await cache.run(origin.request(path, method: method, headers: headers), policy: policy)
+    }
+
+    func advance(_ seconds: Int) { clock.advance(by: .seconds(seconds)) }
+
+    func stop() async { await origin.stop() }
+}
+
+extension CachedResponse {
+    var text: String { String(buffer: body) }
+}
+
+/// A metrics factory that keeps counter values, for assertions.
+final class TestMetrics: MetricsFactory, Sendable {
+    private let counters = Mutex<[String: TestCounter]>([:])
+
+    private static func key(_ label: String, _ dimensions: [(String, String)]) -> String {
+        ([label] + dimensions.sorted { $0.0 < $1.0 }.map { "\($0.0)=\($0.1)" }).joined(separator: "|")
+    }
+
+    /// The sum of the counters named `label` whose dimensions include `matching`.
+    func value(_ label: String, _ matching: [(String, String)] = []) -> Int64 {
+        counters.withLock { counters in
+            counters.values.filter { counter in
+                counter.label == label && matching.allSatisfy { pair in counter.dimensions.contains { $0 == pair } }
+            }.reduce(0) { $0 + $1.value }
+        }
+    }
+
+    func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+        counters.withLock { counters in
+            let key = Self.key(label, dimensions)
+            if let existing = counters[key] { return existing }
+            let counter = TestCounter(label: label, dimensions: dimensions)
+            counters[key] = counter
+            return counter
+        }
+    }
+
+    func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
+        TestFloatingCounter()
+    }
+
+    func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
+        TestRecorder()
+    }
+
+    func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
+        TestTimer()
+    }
+
+    func destroyCounter(_ handler: any CounterHandler) {}
+    func destroyRecorder(_ handler: any RecorderHandler) {}
+    func destroyTimer(_ handler: any TimerHandler) {}
+}
+
+final class TestCounter: CounterHandler, Sendable {
+    let label: String
+    let dimensions: [(String, String)]
+    private let count = Mutex<Int64>(0)
+
+    init(label: String, dimensions: [(String, String)]) {
+        self.label = label
+        self.dimensions = dimensions
+    }
+
+    var value: Int64 { count.withLock { $0 } }
+    func increment(by amount: Int64) { count.withLock { $0 += amount } }
+    func reset() { count.withLock { $0 = 0 } }
+}
+
+final class TestRecorder: RecorderHandler, Sendable {
+    func record(_ value: Int64) {}
+    func record(_ value: Double) {}
+}
+
+final class TestTimer: TimerHandler, Sendable {
+    func recordNanoseconds(_ duration: Int64) {}
+}
+
+final class TestFloatingCounter: FloatingPointCounterHandler, Sendable {
+    func increment(by amount: Double) {}
+    func reset() {}
+}

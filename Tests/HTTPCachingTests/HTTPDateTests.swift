@@ -1,0 +1,43 @@
+import Foundation
+import HTTPCaching
+import Testing
+
+@Suite("HTTP dates")
+struct HTTPDateTests {
+    static let expected = Date(timeIntervalSince1970: 784_111_777)  // Sun, 06 Nov 1994 08:49:37 GMT
+
+    @Test("the three formats of RFC 9110 §5.6.7 parse to the same instant", arguments: [
+        "Sun, 06 Nov 1994 08:49:37 GMT",
+        "Sunday, 06-Nov-94 08:49:37 GMT",
+        "Sun Nov  6 08:49:37 1994",
+    ])
+    func threeFormats(text: String) {
+        #expect(HTTPDate.parse(text) == Self.expected)
+    }
+
+    @Test("formatting writes IMF-fixdate")
+    func formatsIMFFixdate() {
+        #expect(HTTPDate.format(Self.expected) == "Sun, 06 Nov 1994 08:49:37 GMT")
+    }
+
+    @Test("format and parse round-trip across leap days and centuries", arguments: [
+        0.0, 951_782_400, 4_107_542_399, 1_709_164_800, 253_402_300_799,
+    ])
+    func roundTrip(seconds: Double) {
+        let date = Date(timeIntervalSince1970: seconds)
+        #expect(HTTPDate.parse(HTTPDate.format(date)) == date)
+    }
+
+    @Test("invalid values are not dates", arguments: [
+        "0", "-1", "", "tomorrow", "Sun, 31 Feb 2024 00:00:00 GMT", "Sun, 06 Nov 1994 25:00:00 GMT",
+        "Sun, 06 Nov 1994 08:49:37 PST", "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 06 Nov 194 08:49:37 GMT",
+    ])
+    func invalid(text: String) {
+        #expect(HTTPDate.parse(text) == nil)
+    }
+
+    @Test("RFC 850 two-digit years below 70 are in the 2000s")
+    func twoDigitYears() {
+        #expect(HTTPDate.parse("Monday, 01-Jan-24 00:00:00 GMT") == Date(timeIntervalSince1970: 1_704_067_200))
+    }
+}

@@ -1,0 +1,68 @@
+import HTTPCaching
+import HTTPTypes
+import Testing
+
+@Suite("URIs and invalidation")
+struct InvalidationTests {
+    @Test("normalization lowercases scheme and host, drops default ports, keeps path case and query")
+    func normalize() {
+        let request = HTTPRequest(method: .get, scheme: "HTTPS", authority: "Example.COM:443", path: "/A/b?q=%2f")
+        #expect(CacheURI.normalized(request) == "https://example.com/A/b?q=%2F")
+        let other = HTTPRequest(method: .get, scheme: "http", authority: "example.com:8080", path: "")
+        #expect(CacheURI.normalized(other) == "http://example.com:8080/")
+    }
+
+    @Test("a request without authority has no cache URI")
+    func noAuthority() {
+        #expect(CacheURI.normalized(HTTPRequest(method: .get, scheme: "https", authority: nil, path: "/")) == nil)
+    }
+
+    @Test("references resolve against the target", arguments: [
+        ("/x", "https://example.com/x"),
+        ("y", "https://example.com/a/y"),
+        ("../z?k=v", "https://example.com/z?k=v"),
+        ("?q", "https://example.com/a/b?q"),
+        ("//Example.com/p", "https://example.com/p"),
+        ("https://other.org/p", "https://other.org/p"),
+        ("./c/./d/../e", "https://example.com/a/c/e"),
+    ])
+    func resolve(reference: String, expected: String) {
+        #expect(CacheURI.resolve(reference, against: "https://example.com/a/b?old") == expected)
+    }
+
+    @Test("unsafe methods with a success status invalidate the target URI", arguments: [HTTPRequest.Method.post, .put, .delete, .patch])
+    func unsafeMethods(method: HTTPRequest.Method) {
+        #expect(Invalidation.targets(request: request(method, "/items/1"), response: response(204)) == ["https://example.com/items/1"])
+    }
+
+    @Test("a redirect status also invalidates")
+    func redirect() {
+        #expect(Invalidation.targets(request: request(.post, "/a"), response: response(303)).count == 1)
+    }
+
+    @Test("safe methods invalidate nothing", arguments: [HTTPRequest.Method.get, .head, .options, .trace])
+    func safeMethods(method: HTTPRequest.Method) {
+        #expect(Invalidation.targets(request: request(method), response: response(200)).isEmpty)
+    }
+
+    @Test("error statuses invalidate nothing", arguments: [400, 404, 500, 503])
+    func errors(status: Int) {
+        #expect(Invalidation.targets(request: request(.post), response: response(status)).isEmpty)
+    }
+
+    @Test("same-origin Location and Content-Location are invalidated too")
+    func locations() {
+        let targets = Invalidation.targets(
+            request: request(.post, "/items"),
+            response: response(201, [("Location", "/items/7"), ("Content-Location", "https://EXAMPLE.com:443/items/7/view")]))
+        #expect(targets == ["https://example.com/items", "https://example.com/items/7", "https://example.com/items/7/view"])
+    }
+
+    @Test("cross-origin Location is not invalidated")
+    func crossOrigin() {
+        let targets = Invalidation.targets(
+            request: request(.post, "/items"),
+            response: response(201, [("Location", "https://evil.example/items/7"), ("Content-Location", "http://example.com/items")]))
+        #expect(targets == ["https://example.com/items"])
+    }
+}

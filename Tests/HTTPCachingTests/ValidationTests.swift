@@ -1,0 +1,93 @@
+import HTTPCaching
+import HTTPTypes
+import Testing
+
+@Suite("Validation and 304 merge")
+struct ValidationTests {
+    @Test("the conditional request carries the ETag in If-None-Match")
+    func ifNoneMatch() {
+        let conditional = Validation.conditionalRequest(for: request(), stored: fields([("ETag", "\"v1\"")]))
+        #expect(conditional?.headerFields[.ifNoneMatch] == "\"v1\"")
+        #expect(conditional?.headerFields[.ifModifiedSince] == nil)
+    }
+
+    @Test("the conditional request carries Last-Modified in If-Modified-Since")
+    func ifModifiedSince() {
+        let lastModified = "Sun, 06 Nov 1994 08:49:37 GMT"
+        let conditional = Validation.conditionalRequest(for: request(), stored: fields([("Last-Modified", lastModified)]))
+        #expect(conditional?.headerFields[.ifModifiedSince] == lastModified)
+    }
+
+    @Test("both validators are sent when both are stored; the client's own conditions are replaced")
+    func both() {
+        let client = request(.get, "/", [("If-None-Match", "\"other\""), ("Accept", "text/plain")])
+        let conditional = Validation.conditionalRequest(for: client, stored: fields([("ETag", "W/\"v1\""), ("Last-Modified", "Sun, 06 Nov 1994 08:49:37 GMT")]))
+        #expect(conditional?.headerFields[.ifNoneMatch] == "W/\"v1\"")
+        #expect(conditional?.headerFields[.ifModifiedSince] != nil)
+        #expect(conditional?.headerFields[.accept] == "text/plain")
+    }
+
+    @Test("no validator, no conditional request")
+    func noValidator() {
+        #expect(Validation.conditionalRequest(for: request(), stored: fields([("Cache-Control", "max-age=1")])) == nil)
+    }
+
+    @Test("client conditionals and ranges are recognised", arguments: ["If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range", "Range"])
+    func conditionalClients(name: String) {
+        #expect(Validation.isConditionalOrPartial(request(.get, "/", [(name, "x")])))
+        #expect(!Validation.isConditionalOrPartial(request()))
+    }
+
+    @Test("a 304 updates stored fields, keeping those it does not mention")
+    func mergeUpdates() {
+        let stored = fields([("Cache-Control", "max-age=10"), ("Content-Type", "text/plain"), ("ETag", "\"1\""), ("X-Old", "a"), ("X-Old", "b")])
+        let notModified = fields([("Cache-Control", "max-age=99"), ("X-Old", "c"), ("X-New", "d")])
+        let merged = Validation.merging(stored, with: notModified)
+        #expect(merged[.cacheControl] == "max-age=99")
+        #expect(merged[.contentType] == "text/plain")
+        #expect(merged[values: HTTPField.Name("X-Old")!] == ["c"])
+        #expect(merged[HTTPField.Name("X-New")!] == "d")
+    }
+
+    @Test("a 304 does not replace Content-Length, Content-Encoding or hop-by-hop fields")
+    func mergeExclusions() {
+        let stored = fields([("Content-Length", "5"), ("Content-Encoding", "gzip")])
+        let notModified = fields([("Content-Length", "0"), ("Content-Encoding", "br"), ("Connection", "close, X-Hop"), ("X-Hop", "1"), ("Keep-Alive", "timeout=5")])
+        let merged = Validation.merging(stored, with: notModified)
+        #expect(merged[.contentLength] == "5")
+        #expect(merged[.contentEncoding] == "gzip")
+        #expect(merged[.connection] == nil)
+        #expect(merged[HTTPField.Name("X-Hop")!] == nil)
+        #expect(merged[HTTPField.Name("Keep-Alive")!] == nil)
+    }
+
+    @Test("a 304 selects the stored response by ETag")
+    func selectByETag() {
+        #expect(Validation.notModified(fields([("ETag", "\"1\"")]), selects: fields([("ETag", "\"1\"")])))
+        #expect(!Validation.notModified(fields([("ETag", "\"2\"")]), selects: fields([("ETag", "\"1\"")])))
+        #expect(Validation.notModified(fields([("ETag", "W/\"1\"")]), selects: fields([("ETag", "\"1\"")])))
+    }
+
+    @Test("a 304 selects by Last-Modified when it has no ETag")
+    func selectByLastModified() {
+        let lastModified = "Sun, 06 Nov 1994 08:49:37 GMT"
+        #expect(Validation.notModified(fields([("Last-Modified", lastModified)]), selects: fields([("Last-Modified", lastModified)])))
+        #expect(!Validation.notModified(fields([("Last-Modified", "Mon, 07 Nov 1994 08:49:37 GMT")]), selects: fields([("Last-Modified", lastModified)])))
+    }
+
+    @Test("a 304 without validators selects the one response validated")
+    func selectWithoutValidators() {
+        #expect(Validation.notModified(fields([("Date", "x")]), selects: fields([("ETag", "\"1\"")])))
+    }
+
+    @Test("hop-by-hop fields and the fields Connection names are removed")
+    func hopByHop() {
+        let input = fields([
+            ("Connection", "X-Foo, close"), ("X-Foo", "1"), ("Keep-Alive", "timeout=5"), ("TE", "trailers"),
+            ("Transfer-Encoding", "chunked"), ("Upgrade", "h2c"), ("Proxy-Authenticate", "Basic"),
+            ("Proxy-Connection", "keep-alive"), ("Proxy-Whatever", "1"), ("Trailer", "X"), ("Content-Type", "text/plain"),
+        ])
+        let kept = HopByHop.removing(from: input)
+        #expect(kept.map(\.name.canonicalName) == ["content-type"])
+    }
+}

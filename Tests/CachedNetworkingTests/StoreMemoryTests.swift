@@ -108,6 +108,7 @@ struct StoreMemoryTests {
         }
         try await store.set("kept", to: value(10), ttl: nil)
         try await Task.sleep(for: .milliseconds(50))
+        // Nothing has expired yet, so the cleaner has removed nothing.
         #expect(store.count == 5_001)
         clock.advance(by: .seconds(2))
         let deadline = ContinuousClock.now + .seconds(5)

@@ -26,6 +26,7 @@ public final class FailOpenStore<Base: CacheStore>: CacheStore {
         /// One probe call is going through; others fail at once.
         case halfOpen
 
+        /// The state's name, with the failure count when closed (for logs).
         public var description: String {
             switch self {
             case .closed(let failures): "closed (\(failures) consecutive failures)"
@@ -91,13 +92,13 @@ public final class FailOpenStore<Base: CacheStore>: CacheStore {
 
     // MARK: CacheStore
 
-    /// The wrapped store's ``CacheStore/get(_:)-(String)``, unless the breaker refuses the call.
+    /// The wrapped store's `get(_:)` of one key, unless the breaker refuses the call.
     /// - Throws: ``CacheStoreError/Kind/unreachable`` while open; otherwise what the wrapped store throws.
     public func get(_ key: String) async throws(CacheStoreError) -> ByteBuffer? {
         try await call { () async throws(CacheStoreError) in try await base.get(key) }
     }
 
-    /// The wrapped store's ``CacheStore/get(_:)-([String])``, unless the breaker refuses the call.
+    /// The wrapped store's `get(_:)` of several keys, unless the breaker refuses the call.
     /// - Throws: ``CacheStoreError/Kind/unreachable`` while open; otherwise what the wrapped store throws.
     public func get(_ keys: [String]) async throws(CacheStoreError) -> [ByteBuffer?] {
         try await call { () async throws(CacheStoreError) in try await base.get(keys) }

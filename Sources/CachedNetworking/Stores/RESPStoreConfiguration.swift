@@ -177,6 +177,7 @@ extension RESPStore {
         /// An error explaining `message`.
         public init(_ message: String) { self.message = message }
 
+        /// The message, prefixed with what it is about.
         public var description: String { "invalid cache store configuration: \(message)" }
     }
 }

@@ -57,12 +57,15 @@ final class ScriptedServer: @unchecked Sendable {
     ///   - replyDelay: how long to wait after each read before answering, so that a pipelining client has
     ///     time to queue more commands.
     ///   - respond: the raw reply to a command.
-    init(replyDelay: Duration = .zero, respond: @escaping Responder) throws {
+    ///   - port: the loopback port to listen on; 0 for any free one.
+    init(port: Int = 0, replyDelay: Duration = .zero, respond: @escaping Responder) throws {
         self.respond = respond
         self.replyDelay = useconds_t(replyDelay.components.seconds * 1_000_000 + replyDelay.components.attoseconds / 1_000_000_000_000)
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard listener >= 0 else { throw StoreTestEnvironmentError("socket() failed: errno \(errno)") }
-        var addr = loopbackAddress(port: 0)
+        var one: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = loopbackAddress(port: port)
         let bound = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
@@ -70,10 +73,10 @@ final class ScriptedServer: @unchecked Sendable {
         }
         guard bound == 0, listen(listener, 16) == 0 else {
             close(listener)
-            throw StoreTestEnvironmentError("bind/listen failed: errno \(errno)")
+            throw StoreTestEnvironmentError("bind/listen on port \(port) failed: errno \(errno)")
         }
         self.listener = listener
-        do { port = try boundPort(listener) } catch {
+        do { self.port = try boundPort(listener) } catch {
             close(listener)
             throw error
         }
@@ -148,5 +151,50 @@ final class ScriptedServer: @unchecked Sendable {
             index += length + 2
         }
         return (arguments, index)
+    }
+}
+
+/// A server that reads the start of the first request on each connection, then resets the connection
+/// (SO_LINGER 0), so that a client still writing gets EPIPE or ECONNRESET.
+final class HangUpServer: @unchecked Sendable {
+    let port: Int
+    private let listener: Int32
+
+    init() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard listener >= 0 else { throw StoreTestEnvironmentError("socket() failed: errno \(errno)") }
+        var addr = loopbackAddress(port: 0)
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0, listen(listener, 16) == 0 else {
+            close(listener)
+            throw StoreTestEnvironmentError("bind/listen failed: errno \(errno)")
+        }
+        self.listener = listener
+        do { port = try boundPort(listener) } catch {
+            close(listener)
+            throw error
+        }
+        Thread { [listener] in
+            while true {
+                let client = accept(listener, nil, nil)
+                guard client >= 0 else { return }
+                var chunk = [UInt8](repeating: 0, count: 1024)
+                _ = read(client, &chunk, chunk.count)
+                var reset = linger(l_onoff: 1, l_linger: 0)
+                setsockopt(client, SOL_SOCKET, SO_LINGER, &reset, socklen_t(MemoryLayout<linger>.size))
+                close(client)
+            }
+        }.start()
+    }
+
+    func stop() { shutdown(listener, Int32(SHUT_RDWR)) }
+
+    deinit {
+        stop()
+        close(listener)
     }
 }

@@ -49,6 +49,11 @@ final class RESPConnectionPool: @unchecked Sendable {
         var socket: Int32 = -1
         /// Failed connection attempts in a row.
         var failedAttempts = 0
+        /// Whether the thread is writing a batch or waiting for its replies.
+        var busy = false
+
+        /// Calls ahead of a new one on this connection.
+        var load: Int { queue.count + (busy ? 1 : 0) }
     }
 
     private let configuration: RESPStore.Configuration
@@ -111,10 +116,10 @@ final class RESPConnectionPool: @unchecked Sendable {
             let index = (rotation + offset) % count
             let slot = slots[index]
             switch slot.state {
-            case .connected where slot.queue.isEmpty:
+            case .connected where slot.load == 0:
                 return index
             case .connected, .connecting:
-                if leastLoaded.map({ slots[$0].queue.count > slot.queue.count }) ?? true { leastLoaded = index }
+                if leastLoaded.map({ slots[$0].load > slot.load }) ?? true { leastLoaded = index }
             case .disconnected(let retryAt):
                 if retryAt <= now, retryable.map({ slots[$0].queue.count > slot.queue.count }) ?? true {
                     retryable = index
@@ -200,11 +205,13 @@ final class RESPConnectionPool: @unchecked Sendable {
                     batchBytes += request.command.count
                 }
             }
+            slots[index].busy = true
             lock.unlock()
             let lateError = CacheStoreError(.timeout, "waited more than \(configuration.connectTimeout + configuration.commandTimeout) for a connection")
             for request in late { request.completion.resume(returning: .failure(lateError)) }
             let failure = live.send(batch)
             lock.lock()
+            slots[index].busy = false
             if let failure {
                 // The connection is unusable (or out of step with its replies): discard it. The next command
                 // reconnects at once; only failed attempts back off.

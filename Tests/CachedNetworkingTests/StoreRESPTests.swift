@@ -51,6 +51,12 @@ struct StoreRESPURLTests {
         #expect(throws: RESPStore.ConfigurationError.self) { _ = try RESPStore.Configuration(url: url) }
     }
 
+    @Test func descriptionsHideThePassword() throws {
+        let configuration = try RESPStore.Configuration(url: "redis://app:hunter2@[::1]:7000/3")
+        #expect(configuration.description.hasPrefix("redis://app:***@[::1]:7000/3 (pool 4"))
+        #expect(!"\(configuration)".contains("hunter2"))
+    }
+
     @Test func errorMessagesHideThePassword() {
         do {
             _ = try RESPStore.Configuration(url: "redis://app:hunter2@h:notaport")

@@ -168,7 +168,21 @@ extension RESPStore {
             return String(decoding: bytes, as: UTF8.self)
         }
     }
+}
 
+extension RESPStore.Configuration: CustomStringConvertible {
+    /// The server as a URL with the password masked, and the pool's settings (safe to log).
+    public var description: String {
+        var userInfo = ""
+        if password != nil { userInfo = "\(username ?? ""):***@" }
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        return "redis://\(userInfo)\(shownHost):\(port)/\(database) (pool \(poolSize), connect timeout \(connectTimeout), "
+            + "command timeout \(commandTimeout), pipeline depth \(maxPipelineDepth), "
+            + "reconnect delay \(minReconnectDelay)–\(maxReconnectDelay))"
+    }
+}
+
+extension RESPStore {
     /// A ``RESPStore/Configuration`` that cannot be used: a malformed or unsupported URL.
     public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
         /// What is wrong, for logs and error messages.

@@ -55,6 +55,7 @@ public struct CacheStoreError: Error, Sendable, Hashable, CustomStringConvertibl
         /// The store was shut down.
         public static let closed = Kind(base: .closed)
 
+        /// The kind's name, for logs.
         public var description: String {
             switch base {
             case .unreachable: "unreachable"
@@ -77,5 +78,6 @@ public struct CacheStoreError: Error, Sendable, Hashable, CustomStringConvertibl
         self.message = message
     }
 
+    /// The kind and the message, for logs.
     public var description: String { "cache store \(kind): \(message)" }
 }

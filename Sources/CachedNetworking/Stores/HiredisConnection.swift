@@ -1,0 +1,248 @@
+import CHiredis
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A reply from the server, copied out of hiredis's reply objects.
+enum RESPReply: Sendable, Equatable {
+    case status(String)
+    case bulk(ByteBuffer)
+    case integer(Int64)
+    case null
+    case error(String)
+    case array([RESPReply])
+
+    /// The reply's type, for error messages.
+    var typeName: String {
+        switch self {
+        case .status: "a status"
+        case .bulk: "a bulk string"
+        case .integer: "an integer"
+        case .null: "nil"
+        case .error: "an error"
+        case .array: "an array"
+        }
+    }
+}
+
+/// A command in the RESP request format (`*<n>\r\n$<len>\r\n<bytes>\r\n…`), built by the caller so that the
+/// connection thread only copies it. Arguments are binary-safe.
+struct RESPCommand {
+    private(set) var bytes: [UInt8] = []
+
+    init(_ name: String, argumentCount: Int, reserving capacity: Int = 64) {
+        bytes.reserveCapacity(capacity)
+        appendLength(UInt8(ascii: "*"), argumentCount + 1)
+        append(name)
+    }
+
+    mutating func append(_ argument: String) {
+        appendLength(UInt8(ascii: "$"), argument.utf8.count)
+        bytes.append(contentsOf: argument.utf8)
+        bytes.append(contentsOf: [13, 10])
+    }
+
+    mutating func append(_ argument: ByteBuffer) {
+        appendLength(UInt8(ascii: "$"), argument.readableBytes)
+        argument.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: [13, 10])
+    }
+
+    private mutating func appendLength(_ marker: UInt8, _ length: Int) {
+        bytes.append(marker)
+        bytes.append(contentsOf: String(length).utf8)
+        bytes.append(contentsOf: [13, 10])
+    }
+}
+
+/// One blocking hiredis connection. Used by one thread at a time (its pool thread).
+final class HiredisConnection {
+    private let context: UnsafeMutablePointer<redisContext>
+    private let commandTimeout: Duration
+    private var closed = false
+
+    /// The connection's socket descriptor.
+    var socket: Int32 { context.pointee.fd }
+
+    private init(context: UnsafeMutablePointer<redisContext>, commandTimeout: Duration) {
+        self.context = context
+        self.commandTimeout = commandTimeout
+    }
+
+    deinit { close() }
+
+    /// Frees the context and closes its socket.
+    func close() {
+        guard !closed else { return }
+        closed = true
+        redisFree(context)
+    }
+
+    /// Connects, sets the socket timeouts, then sends `AUTH` and `SELECT` as configured.
+    ///
+    /// Blocks (DNS, connect, two round trips at most): call it on a connection thread.
+    static func open(_ configuration: RESPStore.Configuration) -> Result<HiredisConnection, CacheStoreError> {
+        let endpoint = "\(configuration.host):\(configuration.port)"
+        guard (1...65535).contains(configuration.port) else {
+            return .failure(CacheStoreError(.unreachable, "invalid port \(configuration.port)"))
+        }
+        guard let context = redisConnectWithTimeout(
+            configuration.host, Int32(configuration.port), makeTimeval(configuration.connectTimeout))
+        else {
+            return .failure(CacheStoreError(.unreachable, "cannot allocate a connection to \(endpoint)"))
+        }
+        let connection = HiredisConnection(context: context, commandTimeout: configuration.commandTimeout)
+        if context.pointee.err != 0 {
+            return .failure(CacheStoreError(.unreachable, "cannot connect to \(endpoint): \(connection.errorText)"))
+        }
+        guard redisSetTimeout(context, makeTimeval(configuration.commandTimeout)) == REDIS_OK else {
+            return .failure(CacheStoreError(.unreachable, "cannot set socket timeouts: \(connection.errorText)"))
+        }
+        _ = redisEnableKeepAlive(context)
+
+        if let password = configuration.password {
+            var auth = RESPCommand("AUTH", argumentCount: configuration.username == nil ? 1 : 2)
+            if let username = configuration.username { auth.append(username) }
+            auth.append(password)
+            switch connection.roundTrip(auth) {
+            case .success(.status): break
+            case .success(.error(let text)):
+                return .failure(CacheStoreError(.server, "authentication to \(endpoint) failed: \(text)"))
+            case .success(let other):
+                return .failure(CacheStoreError(.protocolViolation, "AUTH answered \(other.typeName)"))
+            case .failure(let error):
+                return .failure(error)
+            }
+        } else if configuration.username != nil {
+            return .failure(CacheStoreError(.server, "a user name was configured without a password"))
+        }
+        if configuration.database != 0 {
+            var select = RESPCommand("SELECT", argumentCount: 1)
+            select.append(String(configuration.database))
+            switch connection.roundTrip(select) {
+            case .success(.status): break
+            case .success(.error(let text)):
+                return .failure(CacheStoreError(.server, "SELECT \(configuration.database) on \(endpoint) failed: \(text)"))
+            case .success(let other):
+                return .failure(CacheStoreError(.protocolViolation, "SELECT answered \(other.typeName)"))
+            case .failure(let error):
+                return .failure(error)
+            }
+        }
+        return .success(connection)
+    }
+
+    /// Why a batch stopped: the error, and the first request that got no reply.
+    struct BatchFailure {
+        let firstFailed: Int
+        let error: CacheStoreError
+    }
+
+    /// Writes every command of `batch`, then reads their replies in order, resuming each request as its reply
+    /// arrives. Blocks.
+    /// - Returns: nil when every request got its reply; otherwise the failure, after which the connection
+    ///   must be discarded and the requests from `firstFailed` on have not been resumed.
+    func send(_ batch: [RESPConnectionPool.Request]) -> BatchFailure? {
+        for request in batch {
+            let status = request.command.withUnsafeBytes { bytes in
+                redisAppendFormattedCommand(context, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count)
+            }
+            if status != REDIS_OK {
+                return BatchFailure(firstFailed: 0, error: CacheStoreError(.unreachable, "cannot queue a command: \(errorText)"))
+            }
+        }
+        for (position, request) in batch.enumerated() {
+            switch readReply() {
+            case .success(let reply): request.completion.resume(returning: .success(reply))
+            case .failure(let error): return BatchFailure(firstFailed: position, error: error)
+            }
+        }
+        return nil
+    }
+
+    /// Sends one command and reads its reply.
+    private func roundTrip(_ command: RESPCommand) -> Result<RESPReply, CacheStoreError> {
+        let status = command.bytes.withUnsafeBytes { bytes in
+            redisAppendFormattedCommand(context, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count)
+        }
+        guard status == REDIS_OK else {
+            return .failure(CacheStoreError(.unreachable, "cannot queue a command: \(errorText)"))
+        }
+        return readReply()
+    }
+
+    /// Flushes pending commands and reads the next reply (blocking, within the socket timeouts).
+    private func readReply() -> Result<RESPReply, CacheStoreError> {
+        var raw: UnsafeMutableRawPointer?
+        let status = redisGetReply(context, &raw)
+        let savedErrno = errno
+        guard status == REDIS_OK, let raw else { return .failure(contextError(errno: savedErrno)) }
+        defer { freeReplyObject(raw) }
+        return Self.copy(raw.assumingMemoryBound(to: redisReply.self))
+    }
+
+    /// The context's error as a ``CacheStoreError``.
+    private func contextError(errno savedErrno: Int32) -> CacheStoreError {
+        switch context.pointee.err {
+        case REDIS_ERR_IO where savedErrno == EAGAIN || savedErrno == EWOULDBLOCK:
+            return CacheStoreError(.timeout, "no reply within \(commandTimeout)")
+        case REDIS_ERR_EOF:
+            return CacheStoreError(.unreachable, "the server closed the connection")
+        case REDIS_ERR_PROTOCOL:
+            return CacheStoreError(.protocolViolation, "the server's reply is not RESP: \(errorText)")
+        default:
+            return CacheStoreError(.unreachable, errorText.isEmpty ? "connection failed" : errorText)
+        }
+    }
+
+    /// Converts a hiredis reply (recursively).
+    private static func copy(_ reply: UnsafePointer<redisReply>) -> Result<RESPReply, CacheStoreError> {
+        let r = reply.pointee
+        switch r.type {
+        case REDIS_REPLY_STRING:
+            return .success(.bulk(ByteBuffer(bytes: UnsafeRawBufferPointer(start: r.str, count: r.len))))
+        case REDIS_REPLY_STATUS:
+            return .success(.status(text(r)))
+        case REDIS_REPLY_ERROR:
+            return .success(.error(text(r)))
+        case REDIS_REPLY_INTEGER:
+            return .success(.integer(r.integer))
+        case REDIS_REPLY_NIL:
+            return .success(.null)
+        case REDIS_REPLY_ARRAY:
+            var elements: [RESPReply] = []
+            elements.reserveCapacity(r.elements)
+            for i in 0..<r.elements {
+                guard let element = r.element[i] else {
+                    return .failure(CacheStoreError(.protocolViolation, "an array reply with a missing element"))
+                }
+                switch copy(element) {
+                case .success(let value): elements.append(value)
+                case .failure(let error): return .failure(error)
+                }
+            }
+            return .success(.array(elements))
+        default:
+            return .failure(CacheStoreError(.protocolViolation, "a reply of unknown type \(r.type)"))
+        }
+    }
+
+    private static func text(_ r: redisReply) -> String {
+        String(decoding: UnsafeRawBufferPointer(start: r.str, count: r.len), as: UTF8.self)
+    }
+
+    private var errorText: String {
+        withUnsafeBytes(of: context.pointee.errstr) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    }
+}
+
+private func makeTimeval(_ duration: Duration) -> timeval {
+    let micros = max(1000, duration.storeNanoseconds / 1000)
+    return timeval(tv_sec: Int(micros / 1_000_000), tv_usec: Int(micros % 1_000_000))
+}

@@ -1,0 +1,388 @@
+import CHiredis
+import Foundation
+import Logging
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The connections of a ``RESPStore``: one hiredis context per thread, each thread owning its connection.
+///
+/// Calls never block the caller's thread beyond a short mutex hold: a call appends its encoded command to one
+/// connection's queue and suspends on a continuation; the connection's thread takes everything queued (up to
+/// the pipeline depth), writes it in one go, reads the replies in order and resumes each caller as its reply
+/// arrives. All blocking — DNS, connect, socket reads and writes — happens on these threads.
+///
+/// Choosing a connection: an idle connected one first; else one that is disconnected and may try again (so
+/// the pool opens connections as load needs them, and retries after an outage); else the connected one with
+/// the shortest queue. When every connection is waiting out its reconnect delay the call fails at once with
+/// ``CacheStoreError/Kind/unreachable``: an outage costs callers nothing.
+///
+/// Locking: one mutex guards all the shared state below; each connection's thread sleeps on a condition of
+/// its own. A thread's hiredis context is touched only by that thread; the only cross-thread operation on a
+/// connection is `shutdown(2)` of its socket during ``shutdown()``, done under the mutex, and a thread
+/// unpublishes its socket under the mutex before closing it, so that a recycled descriptor is never hit.
+final class RESPConnectionPool: @unchecked Sendable {
+    typealias Completion = CheckedContinuation<Result<RESPReply, CacheStoreError>, Never>
+
+    struct Request {
+        let command: [UInt8]
+        let enqueuedAt: UInt64
+        let completion: Completion
+    }
+
+    enum SlotState {
+        case disconnected(retryAt: UInt64)
+        case connecting
+        case connected
+    }
+
+    struct Slot {
+        var queue = RequestQueue()
+        var state = SlotState.disconnected(retryAt: 0)
+        /// The socket of the live connection, published for ``shutdown()``; -1 when none.
+        var socket: Int32 = -1
+        /// Failed connection attempts in a row.
+        var failedAttempts = 0
+        /// Whether the thread is writing a batch or waiting for its replies.
+        var busy = false
+
+        /// Calls ahead of a new one on this connection.
+        var load: Int { queue.count + (busy ? 1 : 0) }
+    }
+
+    private let configuration: RESPStore.Configuration
+    private let logger: Logger
+    private let lock: ConditionLock
+    // Guarded by `lock`:
+    private var slots: [Slot]
+    private var shuttingDown = false
+    private var runningThreads: Int
+    private var exitWaiters: [CheckedContinuation<Void, Never>] = []
+    private var lastConnectError = CacheStoreError(.unreachable, "not connected yet")
+    private var rotation = 0
+
+    /// Most bytes of commands written in one batch (at least one command is always sent).
+    private static let batchByteLimit = 1 << 20
+
+    init(configuration: RESPStore.Configuration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        let size = max(1, configuration.poolSize)
+        self.lock = ConditionLock(conditions: size)
+        self.slots = Array(repeating: Slot(), count: size)
+        self.runningThreads = size
+        for index in 0..<size {
+            let thread = Thread { [self] in self.run(slot: index) }
+            thread.name = "cached-resp-\(index)"
+            thread.start()
+        }
+    }
+
+    /// Connection threads that have not exited yet.
+    var runningThreadCount: Int { lock.withLock { runningThreads } }
+
+    // MARK: calls
+
+    /// Sends `command` (a complete RESP request) and waits for its reply.
+    func submit(_ command: [UInt8]) async -> Result<RESPReply, CacheStoreError> {
+        await withCheckedContinuation { (completion: Completion) in
+            let now = monotonicNanoseconds()
+            let refusal: CacheStoreError? = lock.withLock {
+                if shuttingDown { return CacheStoreError(.closed, "the store was shut down") }
+                guard let index = chooseSlot(now: now) else {
+                    return CacheStoreError(.unreachable, "no connection to the server: \(lastConnectError.message)")
+                }
+                slots[index].queue.append(Request(command: command, enqueuedAt: now, completion: completion))
+                lock.signal(index)
+                return nil
+            }
+            if let refusal { completion.resume(returning: .failure(refusal)) }
+        }
+    }
+
+    /// Must hold `lock`.
+    private func chooseSlot(now: UInt64) -> Int? {
+        var leastLoaded: Int?
+        var retryable: Int?
+        let count = slots.count
+        rotation = (rotation &+ 1) % count
+        for offset in 0..<count {
+            let index = (rotation + offset) % count
+            let slot = slots[index]
+            switch slot.state {
+            case .connected where slot.load == 0:
+                return index
+            case .connected, .connecting:
+                if leastLoaded.map({ slots[$0].load > slot.load }) ?? true { leastLoaded = index }
+            case .disconnected(let retryAt):
+                if retryAt <= now, retryable.map({ slots[$0].queue.count > slot.queue.count }) ?? true {
+                    retryable = index
+                }
+            }
+        }
+        return retryable ?? leastLoaded
+    }
+
+    // MARK: shutdown
+
+    /// Fails queued calls with ``CacheStoreError/Kind/closed``, interrupts calls in flight (they fail the same
+    /// way) and waits until every connection thread has exited.
+    func shutdown() async {
+        beginShutdown()
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let finished: Bool = lock.withLock {
+                if runningThreads == 0 { return true }
+                exitWaiters.append(done)
+                return false
+            }
+            if finished { done.resume() }
+        }
+    }
+
+    /// Starts shutting down without waiting for the threads (for `deinit`).
+    func beginShutdown() {
+        let abandoned: [Request] = lock.withLock {
+            guard !shuttingDown else { return [] }
+            shuttingDown = true
+            var abandoned: [Request] = []
+            for index in slots.indices {
+                abandoned += slots[index].queue.removeAll()
+                if slots[index].socket >= 0 {
+                    // Wakes a thread blocked reading or writing; it then sees `shuttingDown`.
+                    shutdownSocket(slots[index].socket)
+                }
+            }
+            lock.broadcastAll()
+            return abandoned
+        }
+        let closed = CacheStoreError(.closed, "the store was shut down")
+        for request in abandoned { request.completion.resume(returning: .failure(closed)) }
+    }
+
+    // MARK: connection threads
+
+    private func run(slot index: Int) {
+        // A write to a socket the server closed raises SIGPIPE, which would end the process; blocked on this
+        // thread, it stays pending harmlessly and the write fails with EPIPE instead.
+        var pipe = sigset_t()
+        sigemptyset(&pipe)
+        sigaddset(&pipe, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &pipe, nil)
+
+        let queueDeadline = UInt64(clamping: (configuration.connectTimeout + configuration.commandTimeout).storeNanoseconds)
+        var connection: HiredisConnection?
+        lock.lock()
+        while !shuttingDown {
+            if slots[index].queue.isEmpty {
+                lock.wait(index)
+                continue
+            }
+            guard let live = connection else {
+                lock.unlock()
+                connection = connect(slot: index)
+                lock.lock()
+                continue
+            }
+            // Take a batch; drop calls that waited longer than a connect and a command may take.
+            let now = monotonicNanoseconds()
+            var batch: [Request] = []
+            var late: [Request] = []
+            var batchBytes = 0
+            while batch.count < max(1, configuration.maxPipelineDepth),
+                batch.isEmpty || batchBytes < Self.batchByteLimit,
+                let request = slots[index].queue.popFirst()
+            {
+                if now &- request.enqueuedAt > queueDeadline {
+                    late.append(request)
+                } else {
+                    batch.append(request)
+                    batchBytes += request.command.count
+                }
+            }
+            slots[index].busy = true
+            lock.unlock()
+            let lateError = CacheStoreError(.timeout, "waited more than \(configuration.connectTimeout + configuration.commandTimeout) for a connection")
+            for request in late { request.completion.resume(returning: .failure(lateError)) }
+            let failure = live.send(batch)
+            lock.lock()
+            slots[index].busy = false
+            if let failure {
+                // The connection is unusable (or out of step with its replies): discard it. The next command
+                // reconnects at once; only failed attempts back off.
+                slots[index].socket = -1
+                slots[index].state = .disconnected(retryAt: 0)
+                let error = shuttingDown ? CacheStoreError(.closed, "the store was shut down") : failure.error
+                lock.unlock()
+                logger.debug("discarding a connection", metadata: ["error": "\(failure.error)"])
+                connection = nil
+                live.close()
+                for request in batch[failure.firstFailed...] { request.completion.resume(returning: .failure(error)) }
+                lock.lock()
+            }
+        }
+        slots[index].socket = -1
+        let leftovers = slots[index].queue.removeAll()
+        runningThreads -= 1
+        let waiters = runningThreads == 0 ? exitWaiters : []
+        if runningThreads == 0 { exitWaiters = [] }
+        lock.unlock()
+        connection?.close()
+        let closed = CacheStoreError(.closed, "the store was shut down")
+        for request in leftovers { request.completion.resume(returning: .failure(closed)) }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Connects `slot` if it may try now. Called without the lock; returns with the slot's state updated.
+    private func connect(slot index: Int) -> HiredisConnection? {
+        let mayTry: Bool = lock.withLock {
+            if case .disconnected(let retryAt) = slots[index].state, retryAt > monotonicNanoseconds() { return false }
+            slots[index].state = .connecting
+            return true
+        }
+        let result: Result<HiredisConnection, CacheStoreError>
+        if mayTry {
+            result = HiredisConnection.open(configuration)
+        } else {
+            result = .failure(lock.withLock { lastConnectError })
+        }
+        var failed: [Request] = []
+        var error = CacheStoreError(.unreachable, "")
+        var connection: HiredisConnection?
+        lock.withLock {
+            switch result {
+            case .success(let opened):
+                if shuttingDown {
+                    error = CacheStoreError(.closed, "the store was shut down")
+                    failed = slots[index].queue.removeAll()
+                    opened.close()
+                    return
+                }
+                slots[index].state = .connected
+                slots[index].socket = opened.socket
+                slots[index].failedAttempts = 0
+                connection = opened
+            case .failure(let connectError):
+                if mayTry {
+                    slots[index].failedAttempts += 1
+                    let delay = reconnectDelay(afterFailures: slots[index].failedAttempts)
+                    slots[index].state = .disconnected(retryAt: monotonicNanoseconds() &+ delay)
+                    lastConnectError = connectError
+                }
+                error = connectError
+                failed = slots[index].queue.removeAll()
+            }
+        }
+        if connection != nil {
+            logger.debug("connected", metadata: ["host": "\(configuration.host)", "port": "\(configuration.port)"])
+        } else if mayTry, error.kind != .closed {
+            logger.warning("cannot connect to the cache server", metadata: ["error": "\(error)"])
+        }
+        for request in failed { request.completion.resume(returning: .failure(error)) }
+        return connection
+    }
+
+    /// Nanoseconds to wait after `failures` failed attempts in a row: doubling from the minimum to the maximum,
+    /// less up to a fifth at random so that connections do not retry in lockstep.
+    private func reconnectDelay(afterFailures failures: Int) -> UInt64 {
+        let minimum = max(1, configuration.minReconnectDelay.storeNanoseconds)
+        let maximum = max(minimum, configuration.maxReconnectDelay.storeNanoseconds)
+        let doubled = minimum.multipliedReportingOverflow(by: Int64(1) << Int64(min(failures - 1, 30)))
+        let delay = doubled.overflow ? maximum : min(maximum, doubled.partialValue)
+        let jitter = Int64.random(in: 0...(delay / 5))
+        return UInt64(delay - jitter)
+    }
+}
+
+/// A FIFO of requests (amortised O(1) at both ends).
+struct RequestQueue {
+    private var items: [RESPConnectionPool.Request] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == items.count }
+    var count: Int { items.count - head }
+
+    mutating func append(_ request: RESPConnectionPool.Request) { items.append(request) }
+
+    mutating func popFirst() -> RESPConnectionPool.Request? {
+        guard head < items.count else { return nil }
+        let request = items[head]
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 1024 && head * 2 >= items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return request
+    }
+
+    mutating func removeAll() -> [RESPConnectionPool.Request] {
+        let rest = Array(items[head...])
+        items = []
+        head = 0
+        return rest
+    }
+}
+
+/// A pthread mutex with one condition variable per waiter, for threads that are not Swift tasks.
+final class ConditionLock: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let conditions: UnsafeMutablePointer<pthread_cond_t>
+    private let conditionCount: Int
+
+    init(conditions count: Int) {
+        mutex = .allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+        conditionCount = count
+        conditions = .allocate(capacity: count)
+        for i in 0..<count { pthread_cond_init(conditions + i, nil) }
+    }
+
+    deinit {
+        for i in 0..<conditionCount { pthread_cond_destroy(conditions + i) }
+        conditions.deallocate()
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func lock() { pthread_mutex_lock(mutex) }
+    func unlock() { pthread_mutex_unlock(mutex) }
+
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+
+    /// Waits on condition `index`; the mutex must be held.
+    func wait(_ index: Int) { pthread_cond_wait(conditions + index, mutex) }
+    func signal(_ index: Int) { pthread_cond_signal(conditions + index) }
+    func broadcastAll() {
+        for i in 0..<conditionCount { pthread_cond_broadcast(conditions + i) }
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+func monotonicNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+}
+
+/// `shutdown(2)` both directions of `socket`: blocked reads and writes on it return at once.
+private func shutdownSocket(_ socket: Int32) {
+    #if canImport(Glibc)
+    _ = Glibc.shutdown(socket, Int32(SHUT_RDWR))
+    #elseif canImport(Musl)
+    _ = Musl.shutdown(socket, Int32(SHUT_RDWR))
+    #elseif canImport(Darwin)
+    _ = Darwin.shutdown(socket, SHUT_RDWR)
+    #endif
+}

@@ -1,0 +1,206 @@
+import Logging
+import NIOCore
+
+/// A ``CacheStore`` on a server that speaks the Redis protocol: a `cached-server` or a Redis server.
+///
+/// ```swift
+/// let store = try RESPStore(url: "redis://:s3cret@cache.internal:6379/2")
+/// try await store.set("greeting", to: ByteBuffer(string: "hello"), ttl: .seconds(60))
+/// let value = try await store.get("greeting")
+/// await store.shutdown()
+/// ```
+///
+/// ## Threads, not the cooperative pool
+///
+/// The store talks to the server through hiredis's blocking client, each connection owned by a dedicated
+/// thread of the store's (``Configuration/poolSize`` threads). An `async` call encodes its command, hands it
+/// to a connection's queue under a mutex and suspends; the connection's thread writes every command waiting
+/// in its queue at once (pipelining), reads their replies in order and resumes the callers. Blocking calls
+/// therefore never run on Swift concurrency's cooperative threads.
+///
+/// This design was chosen over driving hiredis's reply parser from SwiftNIO channels because it keeps
+/// hiredis on the code path it is built and tested for (its blocking context: connect with a timeout,
+/// socket timeouts, AUTH and SELECT as plain round trips), needs no event-loop state machine for connecting,
+/// authenticating, timing out and reconnecting, and pipelines naturally: whatever accumulated while a
+/// connection waited for the server goes out in the next write. The cost is one mostly-sleeping thread per
+/// connection, which is small for the handful of connections a cache client needs.
+///
+/// ## Failures
+///
+/// - A call that waits longer than ``Configuration/commandTimeout`` on the socket fails with
+///   ``CacheStoreError/Kind/timeout``; so does one that waited longer than the connect and command timeouts
+///   together in a queue. The connection is then discarded, since a late reply would answer the wrong call.
+/// - When the server goes away, calls in flight fail with ``CacheStoreError/Kind/unreachable``; the next call
+///   reconnects. Failed attempts back off (``Configuration/minReconnectDelay`` doubling up to
+///   ``Configuration/maxReconnectDelay``), and while every connection is backing off calls fail at once.
+/// - An error reply becomes ``CacheStoreError/Kind/server`` with the server's text (a failed `AUTH` too); a
+///   reply of the wrong type becomes ``CacheStoreError/Kind/protocolViolation``.
+/// - Task cancellation does not abort a call: every call ends within the timeouts.
+///
+/// TLS (`rediss://`) is not supported.
+public final class RESPStore: CacheStore {
+    /// The configuration the store was created with.
+    public let configuration: Configuration
+    /// The connections (internal for tests).
+    let pool: RESPConnectionPool
+
+    /// Creates a store for `configuration`. Connections are opened on first use.
+    /// - Parameters:
+    ///   - configuration: the server and the pool's settings.
+    ///   - logger: where connection events go (connects at debug, failed attempts at warning). Default: nowhere.
+    public init(configuration: Configuration, logger: Logger = RESPStore.disabledLogger) {
+        self.configuration = configuration
+        self.pool = RESPConnectionPool(configuration: configuration, logger: logger)
+    }
+
+    /// Creates a store from a `redis://` URL (see ``Configuration/init(url:)``).
+    /// - Parameters:
+    ///   - url: `redis://[[user]:password@]host[:port][/db]`.
+    ///   - poolSize: connections (and threads) to keep. Default 4.
+    ///   - connectTimeout: the longest a connection attempt may take. Default 1 second.
+    ///   - commandTimeout: the longest a call may wait on the socket. Default 1 second.
+    ///   - logger: where connection events go. Default: nowhere.
+    /// - Throws: ``ConfigurationError`` when the URL is malformed or asks for TLS.
+    public convenience init(
+        url: String,
+        poolSize: Int = 4,
+        connectTimeout: Duration = .seconds(1),
+        commandTimeout: Duration = .seconds(1),
+        logger: Logger = RESPStore.disabledLogger
+    ) throws(ConfigurationError) {
+        var configuration = try Configuration(url: url)
+        configuration.poolSize = poolSize
+        configuration.connectTimeout = connectTimeout
+        configuration.commandTimeout = commandTimeout
+        self.init(configuration: configuration, logger: logger)
+    }
+
+    deinit {
+        pool.beginShutdown()
+    }
+
+    /// A logger that drops everything: the default, so that the store is silent unless given a logger.
+    public static let disabledLogger = Logger(label: "cached.resp-store", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// Sends `PING`: checks that the server is reachable and that authentication and `SELECT` succeed.
+    /// - Throws: ``CacheStoreError`` as any call.
+    public func ping() async throws(CacheStoreError) {
+        let reply = try await execute(RESPCommand("PING", argumentCount: 0))
+        guard case .status("PONG") = reply else { throw Self.unexpected("PING", reply) }
+    }
+
+    // MARK: CacheStore
+
+    /// `GET key`.
+    /// - Returns: the value, or nil when the key does not exist.
+    /// - Throws: ``CacheStoreError``; ``CacheStoreError/Kind/server`` when the key holds a non-string type.
+    public func get(_ key: String) async throws(CacheStoreError) -> ByteBuffer? {
+        var command = RESPCommand("GET", argumentCount: 1, reserving: 24 + key.utf8.count)
+        command.append(key)
+        let reply = try await execute(command)
+        switch reply {
+        case .bulk(let value): return value
+        case .null: return nil
+        default: throw Self.unexpected("GET", reply)
+        }
+    }
+
+    /// `MGET key…`: one round trip for all keys.
+    /// - Returns: the values in the order of `keys`, nil for missing keys (and, as Redis does, for keys of
+    ///   other types). No round trip when `keys` is empty.
+    /// - Throws: ``CacheStoreError``.
+    public func get(_ keys: [String]) async throws(CacheStoreError) -> [ByteBuffer?] {
+        guard !keys.isEmpty else { return [] }
+        var command = RESPCommand("MGET", argumentCount: keys.count, reserving: 16 + keys.count * 48)
+        for key in keys { command.append(key) }
+        let reply = try await execute(command)
+        guard case .array(let elements) = reply, elements.count == keys.count else {
+            throw Self.unexpected("MGET of \(keys.count) keys", reply)
+        }
+        var values: [ByteBuffer?] = []
+        values.reserveCapacity(elements.count)
+        for element in elements {
+            switch element {
+            case .bulk(let value): values.append(value)
+            case .null: values.append(nil)
+            default: throw Self.unexpected("an MGET element", element)
+            }
+        }
+        return values
+    }
+
+    /// `SET key value [PX ttl]`. A TTL is sent in whole milliseconds, rounded up (at least 1 ms).
+    /// - Throws: ``CacheStoreError``.
+    public func set(_ key: String, to value: ByteBuffer, ttl: Duration?) async throws(CacheStoreError) {
+        var command = RESPCommand(
+            "SET", argumentCount: ttl == nil ? 2 : 4, reserving: 64 + key.utf8.count + value.readableBytes)
+        command.append(key)
+        command.append(value)
+        if let ttl {
+            command.append("PX")
+            command.append(String(ttl.storeMilliseconds))
+        }
+        let reply = try await execute(command)
+        guard case .status = reply else { throw Self.unexpected("SET", reply) }
+    }
+
+    /// `SET key value NX PX ttl`. The TTL is sent in whole milliseconds, rounded up (at least 1 ms).
+    /// - Returns: true when the key did not exist and now holds `value`.
+    /// - Throws: ``CacheStoreError``.
+    public func setIfAbsent(_ key: String, to value: ByteBuffer, ttl: Duration) async throws(CacheStoreError) -> Bool {
+        var command = RESPCommand("SET", argumentCount: 5, reserving: 72 + key.utf8.count + value.readableBytes)
+        command.append(key)
+        command.append(value)
+        command.append("NX")
+        command.append("PX")
+        command.append(String(ttl.storeMilliseconds))
+        let reply = try await execute(command)
+        switch reply {
+        case .status: return true
+        case .null: return false
+        default: throw Self.unexpected("SET NX", reply)
+        }
+    }
+
+    /// `DEL key…`.
+    /// - Returns: how many of the keys existed (a repeated key counts once). No round trip when `keys` is empty.
+    /// - Throws: ``CacheStoreError``.
+    @discardableResult
+    public func remove(_ keys: [String]) async throws(CacheStoreError) -> Int {
+        guard !keys.isEmpty else { return 0 }
+        var command = RESPCommand("DEL", argumentCount: keys.count, reserving: 16 + keys.count * 48)
+        for key in keys { command.append(key) }
+        let reply = try await execute(command)
+        guard case .integer(let removed) = reply, removed >= 0 else { throw Self.unexpected("DEL", reply) }
+        return Int(removed)
+    }
+
+    /// `INCR key`.
+    /// - Returns: the incremented value.
+    /// - Throws: ``CacheStoreError/Kind/server`` when the value is not an integer; ``CacheStoreError`` otherwise.
+    public func increment(_ key: String) async throws(CacheStoreError) -> Int {
+        var command = RESPCommand("INCR", argumentCount: 1, reserving: 24 + key.utf8.count)
+        command.append(key)
+        let reply = try await execute(command)
+        guard case .integer(let value) = reply else { throw Self.unexpected("INCR", reply) }
+        return Int(value)
+    }
+
+    /// Fails queued and in-flight calls with ``CacheStoreError/Kind/closed``, closes the connections and waits
+    /// for the store's threads to exit. Later calls fail with ``CacheStoreError/Kind/closed``.
+    public func shutdown() async {
+        await pool.shutdown()
+    }
+
+    // MARK: private
+
+    private func execute(_ command: RESPCommand) async throws(CacheStoreError) -> RESPReply {
+        let reply = try await pool.submit(command.bytes).get()
+        if case .error(let text) = reply { throw CacheStoreError(.server, text) }
+        return reply
+    }
+
+    private static func unexpected(_ what: String, _ reply: RESPReply) -> CacheStoreError {
+        CacheStoreError(.protocolViolation, "\(what) answered \(reply.typeName)")
+    }
+}

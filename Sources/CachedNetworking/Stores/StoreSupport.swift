@@ -1,0 +1,109 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A key compared and hashed by its UTF-8 bytes, as Redis compares keys.
+///
+/// Swift's `String` equality follows Unicode canonical equivalence, so `"é"` (one scalar) equals `"e\u{301}"`
+/// (two). Redis compares bytes and keeps those apart; the memory store does the same so that every store
+/// agrees on which keys are distinct.
+struct StoreKey: Hashable, Sendable {
+    let string: String
+
+    init(_ string: String) {
+        var contiguous = string
+        contiguous.makeContiguousUTF8()
+        self.string = contiguous
+    }
+
+    var byteCount: Int { string.utf8.count }
+
+    static func == (lhs: StoreKey, rhs: StoreKey) -> Bool {
+        let a = lhs.string.utf8
+        let b = rhs.string.utf8
+        guard a.count == b.count else { return false }
+        let fast = a.withContiguousStorageIfAvailable { pa in
+            b.withContiguousStorageIfAvailable { pb in
+                pa.count == 0 || memcmp(pa.baseAddress!, pb.baseAddress!, pa.count) == 0
+            }
+        }
+        if let fast, let fast { return fast }
+        return a.elementsEqual(b)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        // `init` made the storage contiguous, so the first branch is the one taken; the fallback copies the
+        // same bytes out and feeds them the same way, so equal keys always hash alike.
+        let done: Void? = string.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        if done == nil {
+            Array(string.utf8).withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
+    }
+}
+
+extension Duration {
+    /// Whole nanoseconds, saturating at the bounds of `Int64`.
+    var storeNanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (sum, overflow2) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000)
+        if overflow2 { return seconds < 0 ? .min : .max }
+        return sum
+    }
+
+    /// Milliseconds for Redis's `PX`: rounded up, and at least 1 (Redis rejects `PX 0`).
+    var storeMilliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 1 }
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        if overflow { return .max / 2 }
+        let perMillisecond: Int64 = 1_000_000_000_000_000
+        let (whole, remainder) = attoseconds.quotientAndRemainder(dividingBy: perMillisecond)
+        let total = scaled + whole + (remainder > 0 ? 1 : 0)
+        return Swift.max(1, Swift.min(total, .max / 2))
+    }
+}
+
+/// Parses a decimal integer the way Redis does for INCR: an optional minus sign and digits, no spaces, no plus
+/// sign, no leading zeros, within 64 bits.
+func parseRedisInteger<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Int64? {
+    guard !bytes.isEmpty, bytes.count <= 20 else { return nil }
+    var index = bytes.startIndex
+    var negative = false
+    if bytes[index] == UInt8(ascii: "-") {
+        negative = true
+        index = bytes.index(after: index)
+        guard index != bytes.endIndex else { return nil }
+    }
+    let firstDigit = bytes[index]
+    if firstDigit == UInt8(ascii: "0") {
+        // "0" alone; "-0" and "007" are not integers to Redis.
+        return !negative && bytes.index(after: index) == bytes.endIndex ? 0 : nil
+    }
+    var magnitude: UInt64 = 0
+    while index != bytes.endIndex {
+        let byte = bytes[index]
+        guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+        let (times10, o1) = magnitude.multipliedReportingOverflow(by: 10)
+        let (sum, o2) = times10.addingReportingOverflow(UInt64(byte - UInt8(ascii: "0")))
+        if o1 || o2 { return nil }
+        magnitude = sum
+        index = bytes.index(after: index)
+    }
+    if negative {
+        if magnitude == UInt64(Int64.max) + 1 { return .min }
+        return magnitude <= UInt64(Int64.max) ? -Int64(magnitude) : nil
+    }
+    return magnitude <= UInt64(Int64.max) ? Int64(magnitude) : nil
+}
+
+/// The error texts Redis answers with, so that every store reports the same failures.
+enum RedisErrorText {
+    static let notInteger = "ERR value is not an integer or out of range"
+    static let overflow = "ERR increment or decrement would overflow"
+}

@@ -1,0 +1,27 @@
+import Synchronization
+
+/// A clock that moves only when a test advances it. Sleeping polls real time until the manual time is
+/// reached, which is enough for code that sleeps on it only rarely.
+final class ManualTestClock: Clock {
+    struct Instant: InstantProtocol {
+        var offset: Duration
+        func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        func duration(to other: Instant) -> Duration { other.offset - offset }
+        static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
+    }
+
+    private let current = Mutex(Instant(offset: .zero))
+
+    var now: Instant { current.withLock { $0 } }
+    var minimumResolution: Duration { .nanoseconds(1) }
+
+    func advance(by duration: Duration) {
+        current.withLock { $0 = $0.advanced(by: duration) }
+    }
+
+    func sleep(until deadline: Instant, tolerance: Duration?) async throws {
+        while now < deadline {
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+}

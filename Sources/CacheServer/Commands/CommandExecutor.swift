@@ -86,7 +86,7 @@ package enum CommandExecutor {
     {
         let micros = server.clock.nowMicroseconds()
         var line = "+\(micros / 1_000_000).\(String(micros % 1_000_000).leftPadded(to: 6)) [\(session.db) "
-        line += session.isLocal && session.remoteAddress.hasPrefix("unix") ? "unix:\(session.localAddress)]" : "\(session.remoteAddress)]"
+        line += session.unixSocketPath.map { "unix:\($0)]" } ?? "\(session.remoteAddress)]"
         let redacted = redactedArguments(spec, arguments)
         for i in 0..<arguments.count {
             line += " "

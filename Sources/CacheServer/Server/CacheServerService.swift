@@ -106,12 +106,34 @@ public final class CacheServerService: Service, Sendable {
 
         logger.notice("Shutting down: closing client connections")
         sweeper.stop()
-        // Answer what was read: flush every client's pending output, then close.
-        var closes: [EventLoopFuture<Void>] = []
-        for session in state.clients.all { if let f = session.closeGracefully() { closes.append(f) } }
-        for future in closes { try? await future.get() }
+        await closeClients(within: .seconds(max(0, state.config.shutdownTimeout)))
         try? await group.shutdownGracefully()
         logger.notice("cached-server is now ready to exit, bye bye...")
+    }
+
+    /// Answers what was read: flushes every client's pending output, then closes it. Clients that have not
+    /// taken their replies within `timeout` (they stopped reading) are closed anyway.
+    private func closeClients(within timeout: Duration) async {
+        let sessions = state.clients.all
+        let closes = sessions.compactMap { $0.closeGracefully() }
+        let logger = state.logger
+        await withTaskGroup(of: Bool.self) { tasks in
+            tasks.addTask {
+                for future in closes { try? await future.get() }
+                return true
+            }
+            tasks.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            if await tasks.next() == false {
+                logger.warning(
+                    "Closing clients that did not take their replies within shutdown-timeout",
+                    metadata: ["shutdown-timeout": "\(timeout.components.seconds)"])
+                for session in sessions { session.close() }
+            }
+            tasks.cancelAll()
+        }
     }
 
     /// Stops accepting connections; ``run()`` then closes the clients and returns.

@@ -102,9 +102,9 @@ package enum ServerCommands {
                 "used_memory_human:\(humanBytes(used))",
                 "used_memory_rss:\(rss)",
                 "used_memory_rss_human:\(humanBytes(rss))",
-                "maxmemory:0",
-                "maxmemory_human:0B",
-                "maxmemory_policy:noeviction",
+                "maxmemory:\(config.maxMemory)",
+                "maxmemory_human:\(humanBytes(Int(clamping: config.maxMemory)))",
+                "maxmemory_policy:\(config.maxMemoryPolicy.rawValue)",
                 "mem_fragmentation_ratio:\(used > 0 ? String(format: "%.2f", Double(rss) / Double(used)) : "0.00")",
                 "mem_allocator:libc",
             ]

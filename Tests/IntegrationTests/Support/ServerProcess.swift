@@ -146,7 +146,7 @@ final class ServerProcess: @unchecked Sendable {
     /// is stopped first.
     func standardError() -> String {
         if process.isRunning { stop() }
-        String(decoding: (try? stderrPipe.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
+        return String(decoding: (try? stderrPipe.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
     }
 
     private func waitUntilReady(timeout: TimeInterval) throws {

@@ -93,6 +93,9 @@ struct CachedServer: AsyncParsableCommand {
 
         do {
             try await runServer(configuration: configuration, logger: logger)
+        } catch let error as ListenError {
+            logger.critical("\(error)")
+            throw ExitCode.failure
         } catch {
             logger.critical("cached-server exiting", metadata: ["error": "\(error)"])
             throw ExitCode.failure

@@ -29,28 +29,73 @@ package enum CommandExecutor {
             reply.writeRESPError(ReplyError.noAuth)
             return
         }
-        if server.monitors.isActive && !spec.flags.contains(.skipMonitor) {
-            feedMonitors(arguments, session: session, server: server)
-        }
         var context = CommandContext(arguments: arguments, session: session, server: server, now: now, reply: reply)
         reply = ByteBuffer()  // hand the buffer over without a copy-on-write
         spec.handler(&context)
         reply = context.reply
+        // As Redis 7.0 does, MONITOR sees a command once it has run (so SELECT shows the new database), and
+        // never sees administrative commands (CONFIG, CLIENT LIST/KILL, MONITOR, SHUTDOWN...).
+        if server.monitors.isActive && !isAdministrative(spec, arguments) {
+            let line = monitorLine(arguments, spec: spec, session: session, server: server)
+            server.monitors.broadcast(line, except: session.isMonitor ? session.id : nil)
+            // A monitor sees its own commands after their replies, unless it is closing (QUIT).
+            if session.isMonitor && !session.closeAfterReply { reply.writeImmutableBuffer(line) }
+        }
     }
 
-    /// Sends the command to every MONITOR client as `+<time> [<db> <addr>] "arg" ...`.
-    static func feedMonitors(_ arguments: Arguments, session: ClientSession, server: ServerState) {
+    /// Whether the command (or, for a container such as CLIENT, its subcommand) has the `admin` flag.
+    static func isAdministrative(_ spec: CommandSpec, _ arguments: Arguments) -> Bool {
+        if !spec.subcommands.isEmpty && arguments.count > 1 {
+            let sub = arguments[1]
+            if let subcommand = spec.subcommands.first(where: { CommandTable.equalsLowercased(sub, $0.name) }) {
+                return subcommand.flags.contains(.admin)
+            }
+        }
+        return spec.flags.contains(.admin)
+    }
+
+    /// The arguments MONITOR shows as `(redacted)`: AUTH's credentials and those of HELLO's AUTH option.
+    static func redactedArguments(_ spec: CommandSpec, _ arguments: Arguments) -> Range<Int>? {
+        switch spec.name {
+        case "auth":
+            return 1..<arguments.count
+        case "hello":
+            // HELLO [protover [AUTH username password] [SETNAME name]]: the options are read as HELLO reads them.
+            var j = 2
+            var redacted: Range<Int>?
+            while j < arguments.count {
+                let more = arguments.count - 1 - j
+                if arguments.matches(j, "auth") && more >= 2 {
+                    redacted = (j + 1)..<(j + 3)
+                    j += 3
+                } else if arguments.matches(j, "setname") && more >= 1 {
+                    j += 2
+                } else {
+                    break
+                }
+            }
+            return redacted
+        default:
+            return nil
+        }
+    }
+
+    /// The command as MONITOR clients see it: `+<time> [<db> <addr>] "arg" ...`.
+    static func monitorLine(_ arguments: Arguments, spec: CommandSpec, session: ClientSession, server: ServerState)
+        -> ByteBuffer
+    {
         let micros = server.clock.nowMicroseconds()
         var line = "+\(micros / 1_000_000).\(String(micros % 1_000_000).leftPadded(to: 6)) [\(session.db) "
-        line += session.isLocal && session.remoteAddress.hasPrefix("unix") ? "unix:\(session.localAddress)]" : "\(session.remoteAddress)]"
+        line += session.unixSocketPath.map { "unix:\($0)]" } ?? "\(session.remoteAddress)]"
+        let redacted = redactedArguments(spec, arguments)
         for i in 0..<arguments.count {
             line += " "
-            line += quotedRepresentation(arguments[i])
+            line += redacted?.contains(i) == true ? "\"(redacted)\"" : quotedRepresentation(arguments[i])
         }
         var buffer = ByteBuffer()
         buffer.writeString(line)
         buffer.writeStaticString("\r\n")
-        server.monitors.broadcast(buffer)
+        return buffer
     }
 
     /// Bytes in double quotes with C escapes, as Redis's `sdscatrepr` writes them.

@@ -150,11 +150,11 @@ package enum CommandRegistry {
         CommandSpec("quit", arity: -1, flags: [.allowBusy, .noscript, .loading, .stale, .fast, .noauth],
                     categories: ["fast", "connection"], group: "connection", since: "1.0.0",
                     summary: "Close the connection", handler: C.quit),
-        CommandSpec("auth", arity: -2, flags: [.noscript, .loading, .stale, .fast, .noauth, .allowBusy, .skipMonitor],
+        CommandSpec("auth", arity: -2, flags: [.noscript, .loading, .stale, .fast, .noauth, .allowBusy],
                     categories: ["fast", "connection"], group: "connection", since: "1.0.0",
                     summary: "Authenticate to the server", complexity: "O(N) where N is the number of passwords defined for the user",
                     handler: C.auth),
-        CommandSpec("hello", arity: -1, flags: [.noscript, .loading, .stale, .fast, .noauth, .allowBusy, .skipMonitor],
+        CommandSpec("hello", arity: -1, flags: [.noscript, .loading, .stale, .fast, .noauth, .allowBusy],
                     categories: ["fast", "connection"], group: "connection", since: "6.0.0",
                     summary: "Handshake with Redis", handler: C.hello),
         CommandSpec("client", arity: -2, flags: [.noscript, .loading, .stale], categories: ["slow", "connection"],
@@ -169,7 +169,7 @@ package enum CommandRegistry {
                         ("kill", -3, "Kill the connection of a client"),
                         ("no-evict", 3, "Set client eviction mode for the current connection"),
                         ("help", 2, "Show helpful text about the different subcommands"),
-                    ]), handler: C.client),
+                    ], administrative: ["list", "kill", "no-evict"]), handler: C.client),
     ]
 
     static let server: [CommandSpec] = [
@@ -181,7 +181,7 @@ package enum CommandRegistry {
                         ("resetstat", 2, "Reset the stats returned by INFO"),
                         ("rewrite", 2, "Rewrite the configuration file with the in memory configuration"),
                         ("help", 2, "Show helpful text about the different subcommands"),
-                    ]), handler: ConfigCommands.config),
+                    ], administrative: ["get", "set", "resetstat", "rewrite"]), handler: ConfigCommands.config),
         CommandSpec("info", arity: -1, flags: [.loading, .stale], categories: ["slow", "dangerous"], group: "server",
                     since: "1.0.0", summary: "Get information and statistics about the server", handler: V.info),
         CommandSpec("time", arity: 1, flags: [.loading, .stale, .fast], categories: ["fast"], group: "server",
@@ -206,10 +206,17 @@ package enum CommandRegistry {
                     ]), handler: V.command),
     ]
 
-    /// Specs for a container command's subcommands (COMMAND INFO/DOCS only; the container dispatches).
-    static func subcommands(_ parent: String, _ list: [(String, Int, String)]) -> [CommandSpec] {
+    /// Specs for a container command's subcommands (COMMAND INFO/DOCS, and MONITOR's test for `admin`; the
+    /// container dispatches). Flags are Redis 7.0's: `administrative` ones are admin; all but COMMAND's and the
+    /// HELP subcommands are noscript.
+    static func subcommands(
+        _ parent: String, _ list: [(String, Int, String)], administrative: Set<String> = []
+    ) -> [CommandSpec] {
         list.map { name, arity, summary in
-            CommandSpec(name, arity: arity, flags: [.loading, .stale], categories: ["slow"], group: parent == "config" ? "server" : parent == "client" ? "connection" : "server",
+            var flags: CommandFlags = [.loading, .stale]
+            if parent != "command" && name != "help" { flags.insert(.noscript) }
+            if administrative.contains(name) { flags.insert(.admin) }
+            return CommandSpec(name, arity: arity, flags: flags, categories: ["slow"], group: parent == "config" ? "server" : parent == "client" ? "connection" : "server",
                         since: "2.4.0", summary: summary, handler: { _ in })
         }
     }

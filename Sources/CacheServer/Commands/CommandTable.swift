@@ -17,13 +17,11 @@ package struct CommandFlags: OptionSet, Sendable {
     package static let fast = CommandFlags(rawValue: 1 << 8)
     package static let noauth = CommandFlags(rawValue: 1 << 9)
     package static let allowBusy = CommandFlags(rawValue: 1 << 10)
-    /// Not shown by MONITOR (AUTH, HELLO with credentials, ...).
-    package static let skipMonitor = CommandFlags(rawValue: 1 << 11)
 
     static let names: [(CommandFlags, String)] = [
         (.write, "write"), (.readonly, "readonly"), (.denyoom, "denyoom"), (.admin, "admin"),
         (.pubsub, "pubsub"), (.noscript, "noscript"), (.loading, "loading"), (.stale, "stale"),
-        (.fast, "fast"), (.noauth, "no_auth"), (.allowBusy, "allow_busy"), (.skipMonitor, "skip_monitor"),
+        (.fast, "fast"), (.noauth, "no_auth"), (.allowBusy, "allow_busy"),
     ]
 
     /// The flag names COMMAND INFO lists.

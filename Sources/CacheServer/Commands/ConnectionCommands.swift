@@ -208,7 +208,12 @@ package enum ConnectionCommands {
         let cmdIndex = s.lastCommandIndex
         var cmd = cmdIndex >= 0 ? server.commands.commands[cmdIndex].name : "NULL"
         if cmd == "client" || cmd == "config" || cmd == "command" { cmd += "|" + (cmd == "client" ? "list" : "get") }
-        let flags = s.isMonitor ? "O" : "N"
+        // Redis 7.0's letters, in its order: O monitor, U Unix socket, e no-evict; N when none applies.
+        var flags = ""
+        if s.isMonitor { flags += "O" }
+        if s.unixSocketPath != nil { flags += "U" }
+        if s.noEvict { flags += "e" }
+        if flags.isEmpty { flags = "N" }
         return "id=\(s.id) addr=\(s.remoteAddress) laddr=\(s.localAddress) fd=-1 name=\(s.name ?? "") age=\(age) "
             + "idle=\(idle) flags=\(flags) db=\(s.db) sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 "
             + "multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=\(cmd) user=default redir=-1 "

@@ -232,11 +232,13 @@ package enum ServerCommands {
         } else if a.matches(1, "list") {
             // FILTERBY is accepted only in its simplest form.
             if a.count > 2 && !(a.count == 5 && a.matches(2, "filterby")) { return c.error(ReplyError.syntax) }
-            var names = table.map(\.name)
+            // As Redis 7.0 does, the list names subcommands too, as `container|subcommand`.
+            let specs = table.flatMap { spec in [(spec.name, spec)] + spec.subcommands.map { ("\(spec.name)|\($0.name)", $0) } }
+            var names = specs.map(\.0)
             if a.count == 5 {
                 let value = a.string(4).lowercased()
                 if a.matches(3, "aclcat") {
-                    names = table.filter { $0.categories.contains(value) }.map(\.name)
+                    names = specs.filter { $0.1.categories.contains(value) }.map(\.0)
                 } else if a.matches(3, "pattern") {
                     names = names.filter { Glob.matches(pattern: Array(value.utf8), subject: Array($0.utf8), caseInsensitive: true) }
                 } else if !a.matches(3, "module") {

@@ -227,6 +227,7 @@ extension ConfigurationDirective {
         .enumeration("loglevel", .runtime, \.logLevel),
         .integer("maxclients", .runtime, \.maxClients, in: 1...Int(UInt32.max)),
         .integer("timeout", .runtime, \.timeout, in: 0...Int(Int32.max)),
+        .integer("shutdown-timeout", .runtime, \.shutdownTimeout, in: 0...Int(Int32.max)),
         .integer("tcp-keepalive", .runtime, \.tcpKeepalive, in: 0...Int(Int32.max)),
         .integer("tcp-backlog", .startupOnly, \.tcpBacklog, in: 0...Int(Int32.max)),
         .memory("proto-max-bulk-len", .runtime, \.protoMaxBulkLength, in: (1024 * 1024)...Int.max),

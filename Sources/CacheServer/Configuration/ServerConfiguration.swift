@@ -28,6 +28,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Maximum number of connected clients (`maxclients`).
     public var maxClients: Int = 10_000
 
+    /// Seconds a graceful shutdown waits for clients to take the replies already written to them before it
+    /// closes them anyway (`shutdown-timeout`). Redis uses this directive to wait for lagging replicas; this
+    /// server has none, so it bounds the wait for lagging clients instead.
+    public var shutdownTimeout: Int = 10
+
     /// Seconds a client may stay idle before it is disconnected; 0 disables (`timeout`).
     public var timeout: Int = 0
 

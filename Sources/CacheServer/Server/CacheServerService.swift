@@ -19,7 +19,7 @@ public final class CacheServerService: Service, Sendable {
     ///   - configuration: Ports, limits and the other directives.
     ///   - logger: Where the server logs its events.
     ///   - clock: The clock for expiry (tests may pass a ``ManualClock``).
-    ///   - onServerRunning: Called with the bound TCP ports once the server listens (useful with port 0).
+    ///   - onServerRunning: Called with the bound TCP ports once the server listens.
     public init(
         configuration: ServerConfiguration,
         logger: Logger,
@@ -38,32 +38,54 @@ public final class CacheServerService: Service, Sendable {
         let threads = config.ioThreads > 0 ? config.ioThreads : System.coreCount
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let state = self.state
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: Int32(clamping: config.tcpBacklog))
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelOption(.socketOption(.so_keepalive), value: 1)
-            .childChannelOption(.maxMessagesPerRead, value: 16)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(server: state))
+        func bootstrap(unixSocketPath: String?) -> ServerBootstrap {
+            ServerBootstrap(group: group)
+                .serverChannelOption(.backlog, value: Int32(clamping: config.tcpBacklog))
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: unixSocketPath == nil ? 1 : 0)
+                .childChannelOption(.socketOption(.so_keepalive), value: unixSocketPath == nil ? 1 : 0)
+                .childChannelOption(.maxMessagesPerRead, value: 16)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(
+                            ConnectionHandler(server: state, unixSocketPath: unixSocketPath))
+                    }
                 }
-            }
+        }
 
+        // As in Redis: port 0 means no TCP listener, and a server that listens nowhere does not start.
         var bound: [any Channel] = []
         do {
-            for address in config.bind {
-                let host = address.hasPrefix("-") ? String(address.dropFirst()) : address
-                do {
-                    bound.append(try await bootstrap.bind(host: host, port: config.port).get())
-                } catch where address.hasPrefix("-") {
-                    logger.warning("Could not bind optional address", metadata: ["address": "\(host)", "error": "\(error)"])
+            if config.port != 0 {
+                for address in config.bind {
+                    let host = address.hasPrefix("-") ? String(address.dropFirst()) : address
+                    do {
+                        bound.append(try await bootstrap(unixSocketPath: nil).bind(host: host, port: config.port).get())
+                    } catch where address.hasPrefix("-") {
+                        logger.warning("Could not bind optional address", metadata: ["address": "\(host)", "error": "\(error)"])
+                    } catch {
+                        throw ListenError.tcp(address: host, port: config.port, reason: ListenError.reason(error))
+                    }
                 }
             }
+            if !config.unixSocket.isEmpty {
+                let path = config.unixSocket
+                do {
+                    let channel = try await bootstrap(unixSocketPath: path)
+                        .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
+                    bound.append(channel)
+                } catch {
+                    throw ListenError.unixSocket(path: path, reason: ListenError.reason(error))
+                }
+                if config.unixSocketPermissions != 0 && chmod(path, mode_t(config.unixSocketPermissions)) != 0 {
+                    throw ListenError.unixSocket(path: path, reason: String(cString: strerror(errno)))
+                }
+            }
+            if bound.isEmpty { throw ListenError.nowhere }
         } catch {
             for channel in bound { try? await channel.close() }
+            if !config.unixSocket.isEmpty && !bound.isEmpty { unlink(config.unixSocket) }
             try? await group.shutdownGracefully()
-            logger.critical("Failed listening on port \(config.port) (tcp): \(error)")
             throw error
         }
         listeners.withLock { $0 = bound }
@@ -71,7 +93,10 @@ public final class CacheServerService: Service, Sendable {
         let sweeper = ExpirySweeper(state: state)
         sweeper.start()
         state.onShutdownRequest { [weak self] _ in self?.stopListening() }
-        logger.notice("Ready to accept connections tcp", metadata: ["port": "\(ports.first ?? config.port)", "threads": "\(threads)"])
+        var ready: Logger.Metadata = ["threads": "\(threads)"]
+        if let port = ports.first { ready["port"] = "\(port)" }
+        if !config.unixSocket.isEmpty { ready["unixsocket"] = "\(config.unixSocket)" }
+        logger.notice("Ready to accept connections", metadata: ready)
         onServerRunning?(ports)
 
         await withGracefulShutdownHandler {
@@ -79,15 +104,38 @@ public final class CacheServerService: Service, Sendable {
         } onGracefulShutdown: {
             self.stopListening()
         }
+        if !config.unixSocket.isEmpty { unlink(config.unixSocket) }
 
         logger.notice("Shutting down: closing client connections")
         sweeper.stop()
-        // Answer what was read: flush every client's pending output, then close.
-        var closes: [EventLoopFuture<Void>] = []
-        for session in state.clients.all { if let f = session.closeGracefully() { closes.append(f) } }
-        for future in closes { try? await future.get() }
+        await closeClients(within: .seconds(max(0, state.config.shutdownTimeout)))
         try? await group.shutdownGracefully()
         logger.notice("cached-server is now ready to exit, bye bye...")
+    }
+
+    /// Answers what was read: flushes every client's pending output, then closes it. Clients that have not
+    /// taken their replies within `timeout` (they stopped reading) are closed anyway.
+    private func closeClients(within timeout: Duration) async {
+        let sessions = state.clients.all
+        let closes = sessions.compactMap { $0.closeGracefully() }
+        let logger = state.logger
+        await withTaskGroup(of: Bool.self) { tasks in
+            tasks.addTask {
+                for future in closes { try? await future.get() }
+                return true
+            }
+            tasks.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            if await tasks.next() == false {
+                logger.warning(
+                    "Closing clients that did not take their replies within shutdown-timeout",
+                    metadata: ["shutdown-timeout": "\(timeout.components.seconds)"])
+                for session in sessions { session.close() }
+            }
+            tasks.cancelAll()
+        }
     }
 
     /// Stops accepting connections; ``run()`` then closes the clients and returns.
@@ -154,5 +202,32 @@ final class ExpirySweeper: Sendable {
             if elapsed < period { usleep(UInt32((period - elapsed) * 1000)) }
         }
         finished.withLock { $0 = true }
+    }
+}
+
+/// The server could not listen where it was configured to.
+public enum ListenError: Error, CustomStringConvertible {
+    /// Binding `address`:`port` failed.
+    case tcp(address: String, port: Int, reason: String)
+    /// Creating the Unix socket at `path` failed.
+    case unixSocket(path: String, reason: String)
+    /// Port 0 (no TCP) and no Unix socket.
+    case nowhere
+
+    public var description: String {
+        switch self {
+        case .tcp(let address, let port, let reason):
+            "Could not create server TCP listening socket \(address):\(port): \(reason)"
+        case .unixSocket(let path, let reason):
+            "Failed opening Unix socket \(path): \(reason)"
+        case .nowhere:
+            "Configured to not listen anywhere, exiting."
+        }
+    }
+
+    /// The system's explanation of a failed bind, without NIO's wrapping.
+    static func reason(_ error: any Error) -> String {
+        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
+        return "\(error)"
     }
 }

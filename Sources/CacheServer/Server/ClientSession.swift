@@ -13,6 +13,8 @@ package final class ClientSession: @unchecked Sendable {
     package let localAddress: String
     package let createdAt: Int64
     package let isLocal: Bool
+    /// The path of the Unix socket the client connected through, or nil for TCP.
+    package let unixSocketPath: String?
 
     // Owned by the connection's event loop.
     package var protocolVersion: RESPVersion = .resp2
@@ -39,12 +41,14 @@ package final class ClientSession: @unchecked Sendable {
         isLocal: Bool,
         now: Int64,
         authenticated: Bool,
-        channel: (any Channel)?
+        channel: (any Channel)?,
+        unixSocketPath: String? = nil
     ) {
         self.id = id
         self.remoteAddress = remoteAddress
         self.localAddress = localAddress
         self.isLocal = isLocal
+        self.unixSocketPath = unixSocketPath
         self.createdAt = now
         self.authenticated = authenticated
         self.lastInteraction = Atomic(now)

@@ -22,17 +22,22 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// Replies are handed to the channel once they pass this size, even in the middle of a read burst.
     private static let writeThreshold = 64 * 1024
 
-    init(server: ServerState) {
+    /// The path of the Unix socket this connection came through, or nil for TCP.
+    private let unixSocketPath: String?
+
+    init(server: ServerState, unixSocketPath: String? = nil) {
         self.server = server
+        self.unixSocketPath = unixSocketPath
         self.output = ByteBuffer()
         (self.limits, self.queryBufferLimit) = server.requestLimits
     }
 
     func channelActive(context: ChannelHandlerContext) {
         let channel = context.channel
-        let remote = channel.remoteAddress.map(Self.describe) ?? "?:0"
-        let local = channel.localAddress.map(Self.describe) ?? "?:0"
-        let isLocal = remote.hasPrefix("127.") || remote.hasPrefix("[::1]") || remote.hasPrefix("::1") || remote.hasPrefix("unix")
+        // Redis shows a Unix socket client's address and local address both as `<path>:0`.
+        let remote = unixSocketPath.map { "\($0):0" } ?? channel.remoteAddress.map(Self.describe) ?? "?:0"
+        let local = unixSocketPath.map { "\($0):0" } ?? channel.localAddress.map(Self.describe) ?? "?:0"
+        let isLocal = unixSocketPath != nil || remote.hasPrefix("127.") || remote.hasPrefix("[::1]")
         let config = server.config
         let session = ClientSession(
             id: server.clients.makeID(),
@@ -41,7 +46,8 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
             isLocal: isLocal,
             now: server.clock.nowMilliseconds(),
             authenticated: config.requirePass.isEmpty,
-            channel: channel
+            channel: channel,
+            unixSocketPath: unixSocketPath
         )
         self.session = session
         output = context.channel.allocator.buffer(capacity: 4096)

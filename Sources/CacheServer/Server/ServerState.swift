@@ -140,9 +140,9 @@ package final class MonitorRegistry: Sendable {
         }
     }
 
-    /// Sends `line` to every monitor.
-    package func broadcast(_ line: ByteBuffer) {
-        let targets = channels.withLock { Array($0.values) }
+    /// Sends `line` to every monitor but the one with id `excluded`.
+    package func broadcast(_ line: ByteBuffer, except excluded: Int? = nil) {
+        let targets = channels.withLock { $0.filter { $0.key != excluded }.map(\.value) }
         for channel in targets { channel.writeAndFlush(line, promise: nil) }
     }
 }

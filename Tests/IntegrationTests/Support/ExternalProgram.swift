@@ -38,10 +38,22 @@ struct ExternalProgram: Sendable {
     static let redisCli = ExternalProgram(name: "redis-cli", package: "redis-tools")
     static let redisBenchmark = ExternalProgram(name: "redis-benchmark", package: "redis-tools")
     static let python3 = ExternalProgram(name: "python3", package: "python3")
+    /// Runs a program with other stdio buffering (`stdbuf -oL`), so that what it printed before being killed
+    /// is not lost in its stdout buffer.
+    static let stdbuf = ExternalProgram(name: "stdbuf", package: "coreutils")
+
+    /// The server executable of `kind` itself, for runs that end on their own (`--version`, a bad config).
+    static func server(_ kind: ServerProcess.Kind) -> ExternalProgram {
+        ExternalProgram(name: kind.rawValue, package: kind == .redis ? "redis-server" : "", server: kind)
+    }
+
+    /// Set for ``server(_:)``: the program is found as ``ServerProcess`` finds it, not on PATH.
+    var server: ServerProcess.Kind? = nil
 
     /// The program's full path (the first on PATH), or an error naming the package to install.
     func path() throws -> String {
-        try ServerProcess.findOnPath(name, package: package)
+        if let server { return try ServerProcess.executablePath(for: server) }
+        return try ServerProcess.findOnPath(name, package: package)
     }
 
     /// Runs the program to completion with `arguments`, feeding it `input` on stdin (then end of file), and

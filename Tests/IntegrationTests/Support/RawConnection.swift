@@ -16,13 +16,31 @@ final class RawConnection {
     func send(_ text: String) throws { try send(Array(text.utf8)) }
 
     func send(_ bytes: [UInt8]) throws {
+        guard let failure = trySend(bytes) else { return }
+        throw TestEnvironmentError("write to the server failed: errno \(failure)")
+    }
+
+    /// Sends `bytes`, returning nil, or the errno of a write the server refused (EPIPE, ECONNRESET once it has
+    /// closed the connection). Never raises SIGPIPE.
+    func trySend(_ bytes: [UInt8]) -> Int32? {
         var sent = 0
         while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + sent, bytes.count - sent) }
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
             if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw TestEnvironmentError("write to the server failed: errno \(errno)") }
+            guard n > 0 else { return errno }
             sent += n
         }
+        return nil
+    }
+
+    /// This end's address as the server shows it (`127.0.0.1:54321`).
+    var localAddress: String {
+        var addr = sockaddr_in()
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        return "127.0.0.1:\(UInt16(bigEndian: addr.sin_port))"
     }
 
     /// Exactly `count` bytes of reply.

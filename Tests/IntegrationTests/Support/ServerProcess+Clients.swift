@@ -12,6 +12,19 @@ extension ServerProcess {
         try redisCli(arguments)
     }
 
+    /// `redis-cli` with line-buffered stdout, for modes that never end (`--stat`): it is killed after `seconds`
+    /// and what it printed until then is returned.
+    func redisCliUntilKilled(_ arguments: [String], after seconds: TimeInterval) throws -> ProgramOutput {
+        let cli = try ExternalProgram.redisCli.path()
+        do {
+            let output = try ExternalProgram.stdbuf.run(
+                ["-oL", cli, "-h", "127.0.0.1", "-p", String(port)] + arguments, timeout: seconds)
+            throw TestEnvironmentError("redis-cli \(arguments.joined(separator: " ")) ended by itself: \(output.summary)")
+        } catch let timedOut as ProgramTimedOut {
+            return timedOut.output
+        }
+    }
+
     /// `redis-benchmark -h 127.0.0.1 -p PORT arguments…`.
     func redisBenchmark(_ arguments: [String], timeout: TimeInterval = 60) throws -> ProgramOutput {
         try ExternalProgram.redisBenchmark.run(["-h", "127.0.0.1", "-p", String(port)] + arguments, timeout: timeout)

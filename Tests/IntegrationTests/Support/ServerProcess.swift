@@ -30,9 +30,20 @@ final class ServerProcess: @unchecked Sendable {
 
     deinit { stop() }
 
+    /// How the server learns its port and bind address.
+    enum ConfigSource {
+        /// `--port N --bind 127.0.0.1` flags.
+        case flags
+        /// A config file holding `port N` and `bind 127.0.0.1` followed by `contents`, named first on the command
+        /// line as redis-server takes it (`server path.conf ...`).
+        case file(contents: String)
+        /// The same file given as `--config path.conf` (cached-server only; redis-server has no such flag).
+        case configFlag(contents: String)
+    }
+
     /// Starts a server of `kind` on a free loopback port with extra directives (`["--maxmemory", "1mb"]`),
     /// and waits until it answers PING.
-    static func start(_ kind: Kind, arguments: [String] = []) throws -> ServerProcess {
+    static func start(_ kind: Kind, arguments: [String] = [], config: ConfigSource = .flags) throws -> ServerProcess {
         let executable = try executablePath(for: kind)
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("cached-test-\(UUID().uuidString)")
         var lastError: Error = TestEnvironmentError("could not start \(kind.rawValue)")
@@ -40,20 +51,17 @@ final class ServerProcess: @unchecked Sendable {
             // A failed attempt's stop() removed the directory.
             try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
             let port = try freeLoopbackPort()
-            var args = ["--port", String(port), "--bind", "127.0.0.1"]
-            if kind == .redis {
-                args += ["--save", "", "--appendonly", "no", "--dir", work.path, "--protected-mode", "no"]
+            var args: [String]
+            switch config {
+            case .flags:
+                args = ["--port", String(port), "--bind", "127.0.0.1"]
+            case .file(let contents), .configFlag(let contents):
+                let file = work.appendingPathComponent("server.conf")
+                try Data("port \(port)\nbind 127.0.0.1\n\(contents)".utf8).write(to: file)
+                if case .file = config { args = [file.path] } else { args = ["--config", file.path] }
             }
-            args += arguments
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = args
-            process.currentDirectoryURL = work
-            let err = Pipe()
-            process.standardError = err
-            process.standardOutput = FileHandle.nullDevice
-            process.standardInput = FileHandle.nullDevice
-            try process.runWithUnblockedSignals()
+            args += defaultArguments(for: kind, work: work) + arguments
+            let (process, err) = try spawn(executable, args, in: work)
             let server = ServerProcess(kind: kind, port: port, process: process, stderrPipe: err, workDirectory: work)
             do {
                 try server.waitUntilReady(timeout: 15)
@@ -64,6 +72,62 @@ final class ServerProcess: @unchecked Sendable {
             }
         }
         throw lastError
+    }
+
+    /// Starts a server of `kind` with exactly `arguments` (plus the settings that keep redis-server from
+    /// writing files) and does not wait for it to listen: for servers that should refuse to start, or that
+    /// listen only on a Unix socket. ``port`` is 0.
+    static func launch(_ kind: Kind, arguments: [String]) throws -> ServerProcess {
+        let executable = try executablePath(for: kind)
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("cached-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        let (process, err) = try spawn(executable, defaultArguments(for: kind, work: work) + arguments, in: work)
+        return ServerProcess(kind: kind, port: 0, process: process, stderrPipe: err, workDirectory: work)
+    }
+
+    /// A scratch directory of this server's own, removed when it stops.
+    var directory: URL { workDirectory }
+
+    /// redis-server writes no snapshot, no AOF, keeps its files in the test's directory, and logs to stderr as
+    /// cached-server does (by default it logs to stdout).
+    private static func defaultArguments(for kind: Kind, work: URL) -> [String] {
+        guard kind == .redis else { return [] }
+        return ["--save", "", "--appendonly", "no", "--dir", work.path, "--protected-mode", "no", "--logfile", "/dev/stderr"]
+    }
+
+    private static func spawn(_ executable: String, _ arguments: [String], in work: URL) throws -> (Process, Pipe) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.currentDirectoryURL = work
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.runWithUnblockedSignals()
+        return (process, err)
+    }
+
+    /// Sends `signal` (SIGTERM, SIGINT...) to the server.
+    func send(signal: Int32) {
+        kill(process.processIdentifier, signal)
+    }
+
+    /// The exit status once the server has exited, polling for at most `timeout` seconds; nil if it is still
+    /// running then. A server killed by a signal reports 128 + the signal's number.
+    func waitForExit(timeout: TimeInterval) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(5_000) }
+        if process.isRunning { return nil }
+        process.waitUntilExit()
+        return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+    }
+
+    /// Whether a TCP connection to the server's port is refused (nothing listens there any more).
+    func refusesConnections() -> Bool {
+        guard let fd = try? connectLoopback(port: port) else { return true }
+        close(fd)
+        return false
     }
 
     /// Stops the server and removes its working directory.
@@ -78,9 +142,11 @@ final class ServerProcess: @unchecked Sendable {
         try? FileManager.default.removeItem(at: workDirectory)
     }
 
-    /// What the server wrote to stderr so far (only after it stopped, to avoid blocking).
+    /// What the server wrote to stderr. Reading it to the end needs the server gone, so a server still running
+    /// is stopped first.
     func standardError() -> String {
-        String(decoding: stderrPipe.fileHandleForReading.availableData, as: UTF8.self)
+        if process.isRunning { stop() }
+        return String(decoding: (try? stderrPipe.fileHandleForReading.readToEnd()) ?? Data(), as: UTF8.self)
     }
 
     private func waitUntilReady(timeout: TimeInterval) throws {
@@ -95,7 +161,8 @@ final class ServerProcess: @unchecked Sendable {
                 if write(fd, ping, ping.count) == ping.count {
                     var reply = [UInt8](repeating: 0, count: 64)
                     let n = read(fd, &reply, reply.count)
-                    if n > 0 && reply[0] == UInt8(ascii: "+") { return }
+                    // +PONG, or -NOAUTH from a server with requirepass: either way it is up.
+                    if n > 0 && (reply[0] == UInt8(ascii: "+") || reply.starts(with: "-NOAUTH".utf8)) { return }
                 }
             }
             usleep(20_000)

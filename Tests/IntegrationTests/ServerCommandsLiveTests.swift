@@ -1,0 +1,353 @@
+import Foundation
+import Testing
+
+/// INFO, CLIENT and COMMAND across real connections, checked against redis-server.
+@Suite("INFO, CLIENT and COMMAND over the network")
+struct ServerCommandsLiveTests {
+    static let kinds: [ServerProcess.Kind] = [.redis, .cached]
+
+    // MARK: INFO
+
+    /// INFO's fields as name → value.
+    private func info(_ connection: HiredisConnection, _ section: String...) throws -> [String: String] {
+        let text = try #require(try connection.command(["INFO"] + section).text)
+        var fields: [String: String] = [:]
+        for line in text.split(separator: "\r\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        return fields
+    }
+
+    private func stat(_ connection: HiredisConnection, _ name: String) throws -> Int {
+        let value = try info(connection, "stats")[name] ?? info(connection, "clients")[name]
+        return try #require(value.flatMap { Int($0) }, "\(name) in INFO")
+    }
+
+    @Test("INFO: the default sections under # headers, every line ending in CRLF", arguments: kinds)
+    func sections(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let text = try #require(try server.connect().command("INFO").text)
+
+        for header in ["# Server", "# Clients", "# Memory", "# Stats", "# Keyspace"] {
+            #expect(text.contains("\r\n\(header)\r\n") || text.hasPrefix("\(header)\r\n"), "\(header)")
+        }
+        #expect(text.hasSuffix("\r\n"))
+        #expect(!text.replacingOccurrences(of: "\r\n", with: "").contains("\n"), "no bare LF")
+        #expect(!text.replacingOccurrences(of: "\r\n", with: "").contains("\r"), "no bare CR")
+        for line in text.split(separator: "\r\n") where !line.hasPrefix("# ") {
+            #expect(line.contains(":"), "\(line)")
+        }
+    }
+
+    @Test("INFO server / INFO SERVER CLIENTS: only the sections asked for, in any case", arguments: kinds)
+    func chosenSections(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let connection = try server.connect()
+
+        let one = try #require(try connection.command("INFO", "server").text)
+        #expect(one.hasPrefix("# Server\r\n") && !one.contains("# Clients"))
+        let two = try #require(try connection.command("INFO", "SERVER", "CLIENTS").text)
+        #expect(two.hasPrefix("# Server\r\n") && two.contains("\r\n\r\n# Clients\r\n") && !two.contains("# Memory"))
+    }
+
+    @Test("INFO with an unknown section is an empty bulk string", arguments: kinds)
+    func unknownSection(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let connection = try RawConnection(port: server.port)
+
+        try connection.send(.respCommand(["INFO", "foo"]))
+
+        #expect(try connection.read(count: 6) == Array("$0\r\n\r\n".utf8))
+    }
+
+    @Test("INFO keyspace: db<N>:keys=N,expires=M,avg_ttl=T for each non-empty database", arguments: kinds)
+    func keyspace(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let connection = try server.connect()
+        #expect(try connection.command("INFO", "keyspace") == .bulk("# Keyspace\r\n"))
+        try connection.command("MSET", "a", "1", "b", "2", "c", "3")
+        try connection.command("SET", "d", "4", "EX", "100")
+        try connection.command("SELECT", "3")
+        try connection.command("SET", "e", "5")
+
+        let text = try #require(try connection.command("INFO", "keyspace").text)
+
+        let lines = text.split(separator: "\r\n").map(String.init)
+        #expect(lines.count == 3 && lines[0] == "# Keyspace", "\(text)")
+        let db0 = try #require(lines[1].wholeMatch(of: try Regex(#"db0:keys=4,expires=1,avg_ttl=(\d+)"#)), "\(text)")
+        let ttl = Int(db0.output[1].substring ?? "") ?? -1
+        #expect((0...100_000).contains(ttl), "avg_ttl is in milliseconds")
+        #expect(lines[2] == "db3:keys=1,expires=0,avg_ttl=0")
+    }
+
+    @Test("keyspace_hits and keyspace_misses count reads that found a key or not", arguments: kinds)
+    func hitsAndMisses(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let connection = try server.connect()
+        try connection.command("SET", "here", "1")
+
+        try connection.command("GET", "here")
+        try connection.command("GET", "here")
+        try connection.command("GET", "missing")
+        try connection.command("MGET", "here", "missing", "missing2")
+
+        #expect(try stat(connection, "keyspace_hits") == 3)
+        #expect(try stat(connection, "keyspace_misses") == 3)
+    }
+
+    @Test("expired_keys counts a key that expired", arguments: kinds)
+    func expiredKeys(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let connection = try server.connect()
+        try connection.command("SET", "short", "1", "PX", "1")
+        try connection.command("SET", "long", "1", "EX", "1000")
+
+        try poll("the key to expire") { try connection.command("EXISTS", "short") == .integer(0) }
+
+        #expect(try stat(connection, "expired_keys") == 1)
+    }
+
+    @Test("total_commands_processed counts every command, INFO included", arguments: kinds)
+    func commandsProcessed(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let connection = try server.connect()
+        let before = try stat(connection, "total_commands_processed")
+
+        try connection.command("PING")
+        try connection.command("SET", "k", "v")
+        try connection.command("GET", "k")
+
+        // The three commands, and the INFO that read `before`.
+        #expect(try stat(connection, "total_commands_processed") == before + 4)
+    }
+
+    @Test("total_connections_received and connected_clients follow connections opening and closing", arguments: kinds)
+    func connections(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let connection = try server.connect()
+        try poll("the readiness probe to go") { try stat(connection, "connected_clients") == 1 }
+        let received = try stat(connection, "total_connections_received")
+
+        var others = [try server.connect(), try server.connect()]
+        for other in others { #expect(try other.command("PING") == .status("PONG")) }
+        #expect(try stat(connection, "total_connections_received") == received + 2)
+        #expect(try stat(connection, "connected_clients") == 3)
+
+        others.removeLast()
+        try poll("the closed connection to go") { try stat(connection, "connected_clients") == 2 }
+        #expect(try stat(connection, "total_connections_received") == received + 2)
+        withExtendedLifetime(others) {}
+    }
+
+    @Test("CONFIG RESETSTAT zeroes the counters", arguments: kinds)
+    func resetStat(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let connection = try server.connect()
+        try connection.command("SET", "here", "1", "PX", "1")
+        try poll("the key to expire") { try connection.command("GET", "here") == .null }
+        try connection.command("SET", "here", "1")
+        try connection.command("GET", "here")
+        #expect(try stat(connection, "keyspace_hits") > 0)
+
+        #expect(try connection.command("CONFIG", "RESETSTAT") == .ok)
+
+        let stats = try info(connection, "stats")
+        #expect(stats["keyspace_hits"] == "0")
+        #expect(stats["keyspace_misses"] == "0")
+        #expect(stats["expired_keys"] == "0")
+        #expect(stats["total_connections_received"] == "0")
+        #expect(stats["rejected_connections"] == "0")
+        #expect(stats["total_commands_processed"] == "1", "CONFIG RESETSTAT itself, counted once it finished")
+        #expect(try stat(connection, "connected_clients") == 1, "connected clients are not a counter")
+    }
+
+    @Test("redis-cli --stat -i 0.1 prints its table without errors", arguments: kinds)
+    func redisCliStat(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        try server.connect().command("MSET", "a", "1", "b", "2")
+
+        // --stat never ends on its own: it is stopped after a second, about ten intervals.
+        let output = try server.redisCliUntilKilled(["--stat", "-i", "0.1"], after: 1)
+
+        let lines = output.lines
+        #expect(lines.first?.contains("------- data ------") == true, "\(output.summary)")
+        let rows = lines.filter { $0.first?.isNumber == true }
+        #expect(rows.count >= 2, "\(output.summary)")
+        #expect(rows.allSatisfy { $0.split(separator: " ", omittingEmptySubsequences: true).first == "2" }, "keys: \(rows)")
+        #expect(!output.standardOutput.contains("rror") && output.standardError.isEmpty, "\(output.summary)")
+    }
+
+    // MARK: CLIENT
+
+    @Test("CLIENT LIST shows every connection with id, addr, laddr, name, db and cmd", arguments: kinds)
+    func clientList(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let named = try RawConnection(port: server.port)
+        try named.send(.respCommand(["CLIENT", "SETNAME", "worker-1"]) + .respCommand(["SELECT", "2"]))
+        #expect(try named.readReplies(2) == [.ok, .ok])
+        let viewer = try RawConnection(port: server.port)
+        try viewer.send(.respCommand(["CLIENT", "ID"]))
+        guard case .integer(let viewerID) = try viewer.readReplies(1)[0] else { throw TestEnvironmentError("CLIENT ID") }
+        try poll("only the two connections to be left") {
+            try viewer.send(.respCommand(["CLIENT", "LIST"]))
+            return try viewer.readReplies(1)[0].text?.split(separator: "\n").count == 2
+        }
+
+        try viewer.send(.respCommand(["CLIENT", "LIST"]))
+        let list = try #require(try viewer.readReplies(1)[0].text)
+
+        #expect(list.hasSuffix("\n"))
+        let lines = list.split(separator: "\n").map(String.init)
+        let fields = lines.map { line in
+            Dictionary(line.split(separator: " ").map { ($0.split(separator: "=", maxSplits: 1).map(String.init) + [""]) }
+                .map { ($0[0], $0[1]) }, uniquingKeysWith: { a, _ in a })
+        }
+        let worker = try #require(fields.first { $0["name"] == "worker-1" }, "\(list)")
+        #expect(worker["addr"] == named.localAddress)
+        #expect(worker["laddr"] == "127.0.0.1:\(server.port)")
+        #expect(worker["db"] == "2")
+        #expect(worker["cmd"] == "select")
+        #expect(worker["flags"] == "N")
+        let me = try #require(fields.first { $0["id"] == String(viewerID) }, "\(list)")
+        #expect(me["addr"] == viewer.localAddress)
+        #expect(me["name"] == "" && me["db"] == "0" && me["cmd"] == "client|list")
+        for line in lines {
+            #expect(line.hasPrefix("id="), "\(line)")
+            for field in [" addr=", " laddr=", " name=", " age=", " idle=", " flags=", " db=", " cmd=", " user=default", " resp=2"] {
+                #expect(line.contains(field), "\(field) in \(line)")
+            }
+        }
+    }
+
+    @Test("CLIENT KILL ID closes that connection and returns the count", arguments: kinds)
+    func killByID(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let target = try RawConnection(port: server.port)
+        try target.send(.respCommand(["CLIENT", "ID"]))
+        guard case .integer(let id) = try target.readReplies(1)[0] else { throw TestEnvironmentError("CLIENT ID") }
+        let killer = try server.connect()
+
+        #expect(try killer.command("CLIENT", "KILL", "ID", String(id)) == .integer(1))
+
+        #expect(try target.closedByServer(within: 5))
+        #expect(try killer.command("CLIENT", "KILL", "ID", String(id)) == .integer(0))
+        #expect(try killer.command("PING") == .status("PONG"))
+    }
+
+    @Test("CLIENT KILL ADDR ip:port returns 1, and CLIENT KILL ip:port OK; each closes the target", arguments: kinds)
+    func killByAddress(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let first = try RawConnection(port: server.port), second = try RawConnection(port: server.port)
+        for connection in [first, second] {
+            try connection.send(.respCommand(["PING"]))
+            _ = try connection.readReplies(1)
+        }
+        let killer = try server.connect()
+
+        #expect(try killer.command("CLIENT", "KILL", "ADDR", first.localAddress) == .integer(1))
+        #expect(try killer.command("CLIENT", "KILL", second.localAddress) == .ok)
+
+        #expect(try first.closedByServer(within: 5))
+        #expect(try second.closedByServer(within: 5))
+    }
+
+    @Test("CLIENT KILL of an unknown ip:port is ERR No such client", arguments: kinds)
+    func killUnknown(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let connection = try server.connect()
+
+        #expect(try connection.command("CLIENT", "KILL", "10.1.2.3:4567") == .error("ERR No such client"))
+        #expect(try connection.command("CLIENT", "KILL", "ADDR", "10.1.2.3:4567") == .integer(0))
+    }
+
+    @Test("CLIENT NO-EVICT on is OK and shows as flag e in CLIENT LIST; off clears it", arguments: kinds)
+    func noEvict(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let connection = try server.connect()
+
+        #expect(try connection.command("CLIENT", "NO-EVICT", "on") == .ok)
+        #expect(try connection.command("CLIENT", "INFO").text?.contains(" flags=e ") == true)
+        #expect(try connection.command("CLIENT", "NO-EVICT", "off") == .ok)
+        #expect(try connection.command("CLIENT", "INFO").text?.contains(" flags=N ") == true)
+        #expect(try connection.command("CLIENT", "NO-EVICT", "maybe") == .error("ERR syntax error"))
+    }
+
+    // MARK: COMMAND
+
+    @Test("COMMAND COUNT is the number of entries COMMAND lists", arguments: kinds)
+    func commandCount(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let connection = try server.connect()
+
+        guard case .integer(let count) = try connection.command("COMMAND", "COUNT"),
+            case .array(let entries) = try connection.command("COMMAND")
+        else { throw TestEnvironmentError("COMMAND COUNT / COMMAND") }
+
+        #expect(entries.count == Int(count))
+        #expect(count > 40)
+        guard case .array(let names) = try connection.command("COMMAND", "LIST") else { throw TestEnvironmentError("COMMAND LIST") }
+        let subcommands = entries.reduce(0) { total, entry in
+            guard case .array(let fields) = entry, case .array(let subs) = fields.last else { return total }
+            return total + subs.count
+        }
+        #expect(names.count == Int(count) + subcommands, "COMMAND LIST names the subcommands too")
+        #expect(names.contains(.bulk("client|kill")) && names.contains(.bulk("config|get")))
+    }
+
+    @Test("COMMAND INFO get set: name, arity, flags, first/last/step keys and categories as redis-server's")
+    func commandInfoMatchesRedis() throws {
+        let redis = try ServerProcess.start(.redis), cached = try ServerProcess.start(.cached)
+        defer { redis.stop(); cached.stop() }
+        let query = ["COMMAND", "INFO", "get", "set", "mset", "del", "ping", "no-such-command"]
+
+        guard case .array(let expected) = try redis.connect().command(query),
+            case .array(let actual) = try cached.connect().command(query)
+        else { throw TestEnvironmentError("COMMAND INFO did not return arrays") }
+
+        #expect(actual.count == expected.count)
+        for (got, want) in zip(actual, expected) {
+            guard case .array(let g) = got, case .array(let w) = want else {
+                #expect(got == want)
+                continue
+            }
+            #expect(g.count == 10 && w.count == 10)
+            #expect(Array(g.prefix(7)) == Array(w.prefix(7)), "\(w.first.map(\.description) ?? "")")
+        }
+    }
+
+    @Test("COMMAND DOCS get: a map with summary, since and group", arguments: kinds)
+    func commandDocs(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+
+        guard case .array(let docs) = try server.connect().command("COMMAND", "DOCS", "get") else {
+            throw TestEnvironmentError("COMMAND DOCS is not a map")
+        }
+
+        #expect(docs.count == 2 && docs[0] == .bulk("get"))
+        guard case .array(let fields) = docs.last else { throw TestEnvironmentError("the docs of get are not a map") }
+        var map: [String: RedisReply] = [:]
+        for pair in stride(from: 0, to: fields.count - 1, by: 2) { map[fields[pair].text ?? "?"] = fields[pair + 1] }
+        #expect(map["summary"] == .bulk("Get the value of a key"))
+        #expect(map["since"] == .bulk("1.0.0"))
+        #expect(map["group"] == .bulk("string"))
+        #expect(map["complexity"] == .bulk("O(1)"))
+    }
+}

@@ -27,6 +27,13 @@ private enum QuickStart {
         }
     }
 
+    static func sharedStores() throws -> (RESPStore, FailOpenStore<RESPStore>) {
+        let store = try RESPStore(url: "redis://:s3cret@cache.internal:6379/2", poolSize: 4,
+                                  connectTimeout: .seconds(1), commandTimeout: .milliseconds(500))
+        let shared = FailOpenStore(wrapping: try RESPStore(url: "redis://127.0.0.1:6379"))
+        return (store, shared)
+    }
+
     static func configureOverrides() -> CachedNetworking.Configuration {
         var configuration = CachedNetworking.Configuration()
         configuration.lifetimeOverrides = [
@@ -74,6 +81,18 @@ struct DocsSampleTests {
         store.inject(.init(operations: [.get]))
         #expect(try await cache.run(request).source == .network)
         #expect(transport.requestCount(for: "https://api.example.com/items") == 2)
+    }
+
+    @Test("the store samples configure what they say")
+    func storeSamples() async throws {
+        let (store, shared) = try QuickStart.sharedStores()
+        #expect(store.configuration.host == "cache.internal")
+        #expect(store.configuration.password == "s3cret")
+        #expect(store.configuration.database == 2)
+        #expect(store.configuration.commandTimeout == .milliseconds(500))
+        #expect(shared.base.configuration.port == 6379)
+        await store.shutdown()
+        await shared.shutdown()
     }
 
     @Test("the override sample matches what it says")

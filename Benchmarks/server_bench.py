@@ -574,6 +574,9 @@ def report(args, results, requests, elapsed):
         out.append(f"flags:   cached-server started with extra flags: {args.cached_args}")
     out.append(f"run:     {'--quick, ' if args.quick else ''}{args.rounds} round(s), median of rounds, "
                f"cached and redis interleaved; took {elapsed:.0f} s")
+    if args.quick:
+        out.append("note:    --quick checks the harness; its short runs and smaller key counts are not "
+                   "comparable with the targets")
     out.append("")
     out.append(line(header))
     out.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")

@@ -14,6 +14,7 @@ struct ConnectionHandlerTests {
     private static func connectedChannel() throws -> EmbeddedChannel {
         let server = ServerState(configuration: ServerConfiguration(), clock: ManualClock(), logger: Logger(label: "cached.tests"))
         let channel = EmbeddedChannel(handler: ConnectionHandler(server: server))
+        channel.remoteAddress = try SocketAddress(ipAddress: "127.0.0.1", port: 50000)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 6379)).wait()
         return channel
     }
@@ -79,5 +80,79 @@ struct ConnectionHandlerTests {
         let reply = try Self.exchange(Array("*1\r\n$4\r\nPING\r\n*1\r\n$x\r\n".utf8), chunk: 3, on: channel)
         #expect(reply == Array("+PONG\r\n-ERR Protocol error: invalid bulk length\r\n".utf8))
         #expect(!channel.isActive)
+    }
+}
+
+/// Who may connect, before any command runs.
+@Suite("Connection handler: admission")
+struct ConnectionAdmissionTests {
+    private static func channel(from address: String, configure: (inout ServerConfiguration) -> Void = { _ in })
+        throws -> EmbeddedChannel
+    {
+        var configuration = ServerConfiguration()
+        configure(&configuration)
+        let server = ServerState(configuration: configuration, clock: ManualClock(), logger: Logger(label: "cached.tests"))
+        let channel = EmbeddedChannel(handler: ConnectionHandler(server: server))
+        channel.remoteAddress = try SocketAddress(ipAddress: address, port: 50000)
+        try channel.connect(to: SocketAddress(ipAddress: address, port: 6379)).wait()
+        return channel
+    }
+
+    private static func written(_ channel: EmbeddedChannel) throws -> String {
+        var text = ""
+        while let out = try channel.readOutbound(as: ByteBuffer.self) { text += String(buffer: out) }
+        return text
+    }
+
+    @Test("protected mode refuses a client from another host with Redis's DENIED error")
+    func protectedModeRefusesRemote() throws {
+        let channel = try Self.channel(from: "10.1.2.3")
+        let reply = try Self.written(channel)
+        #expect(reply.hasPrefix("-DENIED Redis is running in protected mode because protected mode is enabled"))
+        #expect(reply.hasSuffix("accepting connections from the outside.\r\n"))
+        #expect(!channel.isActive)
+    }
+
+    @Test("protected mode lets loopback clients in", arguments: ["127.0.0.1", "::1"])
+    func protectedModeAllowsLoopback(address: String) throws {
+        let channel = try Self.channel(from: address)
+        try channel.writeInbound(ByteBuffer(string: "PING\r\n"))
+        let pong = try Self.written(channel)
+        #expect(pong == "+PONG\r\n")
+        _ = try channel.finish()
+    }
+
+    @Test("a password, or protected-mode no, lets remote clients in")
+    func remoteAllowedWhenProtectedModeDoesNotApply() throws {
+        let withPassword = try Self.channel(from: "10.1.2.3") { $0.requirePass = "secret" }
+        try withPassword.writeInbound(ByteBuffer(string: "AUTH secret\r\nPING\r\n"))
+        #expect(try Self.written(withPassword) == "+OK\r\n+PONG\r\n")
+        _ = try withPassword.finish()
+        let unprotected = try Self.channel(from: "10.1.2.3") { $0.protectedMode = false }
+        try unprotected.writeInbound(ByteBuffer(string: "PING\r\n"))
+        #expect(try Self.written(unprotected) == "+PONG\r\n")
+        _ = try unprotected.finish()
+    }
+
+    @Test("rename-command moves a command to a new name and \"\" removes it")
+    func renamedCommands() throws {
+        let channel = try Self.channel(from: "127.0.0.1") {
+            $0.renamedCommands = [.init(name: "flushall", newName: ""), .init(name: "config", newName: "cfg-7f3a")]
+        }
+        try channel.writeInbound(ByteBuffer(string: "FLUSHALL\r\nCONFIG GET hz\r\nCFG-7F3A GET hz\r\n"))
+        #expect(try Self.written(channel) == "-ERR unknown command 'FLUSHALL', with args beginning with: \r\n"
+            + "-ERR unknown command 'CONFIG', with args beginning with: 'GET' 'hz' \r\n"
+            + "*2\r\n$2\r\nhz\r\n$2\r\n10\r\n")
+        _ = try channel.finish()
+    }
+
+    @Test("CONFIG GET never shows the password")
+    func passwordHidden() throws {
+        let channel = try Self.channel(from: "127.0.0.1") { $0.requirePass = "s3cret-value" }
+        try channel.writeInbound(ByteBuffer(string: "AUTH s3cret-value\r\nCONFIG GET requirepass\r\n"))
+        let reply = try Self.written(channel)
+        #expect(reply == "+OK\r\n*2\r\n$11\r\nrequirepass\r\n$8\r\n(hidden)\r\n")
+        #expect(!reply.contains("s3cret"))
+        _ = try channel.finish()
     }
 }

@@ -18,6 +18,11 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     private var closing = false
     private var limits: RESPRequestLimits
     private var queryBufferLimit: Int
+    private var outputLimit: ServerConfiguration.OutputBufferLimit
+
+    /// Redis 7.0's reply to a non-local client while protected mode is on and no password is set.
+    static let protectedModeMessage =
+        "DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."
 
     /// Replies are handed to the channel once they pass this size, even in the middle of a read burst.
     private static let writeThreshold = 64 * 1024
@@ -29,7 +34,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         self.server = server
         self.unixSocketPath = unixSocketPath
         self.output = ByteBuffer()
-        (self.limits, self.queryBufferLimit) = server.requestLimits
+        (self.limits, self.queryBufferLimit, self.outputLimit) = server.requestLimits
     }
 
     package func channelActive(context: ChannelHandlerContext) {
@@ -52,6 +57,15 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         self.session = session
         output = context.channel.allocator.buffer(capacity: 4096)
         server.stats.connectionsReceived.wrappingAdd(1, ordering: .relaxed)
+        if config.protectedMode && config.requirePass.isEmpty && !isLocal {
+            server.logger.notice("Refused a connection in protected mode", metadata: ["client": "\(remote)"])
+            var reply = context.channel.allocator.buffer(capacity: 1024)
+            reply.writeRESPError(Self.protectedModeMessage)
+            closing = true
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(reply)).whenComplete { _ in channel.close(promise: nil) }
+            return
+        }
         if server.clients.count >= config.maxClients {
             server.stats.rejectedConnections.wrappingAdd(1, ordering: .relaxed)
             var reply = context.channel.allocator.buffer(capacity: 64)
@@ -79,7 +93,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         guard !closing, let session else { return }
         server.stats.netInputBytes.wrappingAdd(incoming.readableBytes, ordering: .relaxed)
         // CONFIG SET applies to connections that are already open, as in Redis.
-        (limits, queryBufferLimit) = server.requestLimits
+        (limits, queryBufferLimit, outputLimit) = server.requestLimits
         let now = server.clock.nowMilliseconds()
         if var assembly = pending {
             pending = nil
@@ -245,10 +259,52 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
 
     private func write(context: ChannelHandlerContext) {
         guard output.readableBytes > 0 else { return }
+        guard withinOutputLimits(context: context) else { return }
         server.stats.netOutputBytes.wrappingAdd(output.readableBytes, ordering: .relaxed)
         context.write(wrapOutboundOut(output), promise: nil)
         output = context.channel.allocator.buffer(capacity: 4096)
         unflushed = true
+    }
+
+    // MARK: slow readers
+
+    /// When the soft output limit was first exceeded, while it still is.
+    private var softLimitSince: Int64?
+
+    /// Checks replies waiting for the client (in the channel and in `output`) against
+    /// `client-output-buffer-limit`, and closes the connection when they are over it. Returns false then.
+    private func withinOutputLimits(context: ChannelHandlerContext) -> Bool {
+        let limit = outputLimit
+        guard limit.hard > 0 || limit.soft > 0 else { return true }
+        let queued = (try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
+        let waiting = queued + output.readableBytes
+        var over = limit.hard > 0 && waiting > limit.hard
+        if limit.soft > 0 && waiting > limit.soft {
+            let now = server.clock.nowMilliseconds()
+            let since = softLimitSince ?? now
+            softLimitSince = since
+            over = over || now - since >= Int64(limit.softSeconds) * 1000
+        } else {
+            softLimitSince = nil
+        }
+        guard over else { return true }
+        server.logger.warning(
+            "Client closed for overcoming of output buffer limits",
+            metadata: ["client": "\(session?.remoteAddress ?? "?")", "pending": "\(waiting)"])
+        closing = true
+        pending = nil
+        output = ByteBuffer()
+        context.close(promise: nil)
+        return false
+    }
+
+    /// Stops reading from a client that does not read its replies, and starts again when it catches up, so
+    /// that its requests wait in the kernel instead of turning into replies in memory.
+    package func channelWritabilityChanged(context: ChannelHandlerContext) {
+        let writable = context.channel.isWritable
+        context.channel.setOption(ChannelOptions.autoRead, value: writable).whenFailure { _ in }
+        if writable { context.read() }
+        context.fireChannelWritabilityChanged()
     }
 
     /// Whether replies were handed to the channel since the last flush.
@@ -274,8 +330,8 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
 
     static func describe(_ address: SocketAddress) -> String {
         switch address {
-        case .v4(let a): return "\(a.host):\(address.port ?? 0)"
-        case .v6(let a): return "[\(a.host)]:\(address.port ?? 0)"
+        case .v4: return "\(address.ipAddress ?? "?"):\(address.port ?? 0)"
+        case .v6: return "[\(address.ipAddress ?? "?")]:\(address.port ?? 0)"
         case .unixDomainSocket: return "unix:\(address.pathname ?? "")"
         }
     }

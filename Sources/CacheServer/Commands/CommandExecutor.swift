@@ -19,23 +19,23 @@ package enum CommandExecutor {
             reply.writeRESPError(bytes: ReplyError.unknownCommand(arguments))
             return
         }
-        let spec = server.commands.commands[index]
+        let command = server.commands.dispatch[index]
         session.noteCommand(index, now: now)
-        guard spec.acceptsArgumentCount(arguments.count) else {
-            reply.writeRESPError(ReplyError.wrongArity(spec.name))
+        guard command.acceptsArgumentCount(arguments.count) else {
+            reply.writeRESPError(ReplyError.wrongArity(server.commands.commands[index].name))
             return
         }
-        if !session.authenticated && !spec.flags.contains(.noauth) {
+        if !session.authenticated && !command.flags.contains(.noauth) {
             reply.writeRESPError(ReplyError.noAuth)
             return
         }
         var context = CommandContext(arguments: arguments, session: session, server: server, now: now, reply: reply)
         reply = ByteBuffer()  // hand the buffer over without a copy-on-write
-        spec.handler(&context)
+        command.handler(&context)
         reply = context.reply
         // As Redis 7.0 does, MONITOR sees a command once it has run (so SELECT shows the new database), and
         // never sees administrative commands (CONFIG, CLIENT LIST/KILL, MONITOR, SHUTDOWN...).
-        if server.monitors.isActive && !isAdministrative(spec, arguments) {
+        if server.monitors.isActive, case let spec = server.commands.commands[index], !isAdministrative(spec, arguments) {
             let line = monitorLine(arguments, spec: spec, session: session, server: server)
             server.monitors.broadcast(line, except: session.isMonitor ? session.id : nil)
             // A monitor sees its own commands after their replies, unless it is closing (QUIT).

@@ -131,13 +131,14 @@ package enum ServerCommands {
             let totals = shardTotals(server)
             let base = server.stats.baseline.withLock { $0 }
             let commands = totalCommands(server) - base.commands
+            let traffic = totalTraffic(server)
             lines = [
                 "# Stats",
                 "total_connections_received:\(server.stats.connectionsReceived.load(ordering: .relaxed))",
                 "total_commands_processed:\(commands)",
                 "instantaneous_ops_per_sec:\(server.stats.instantaneousOpsPerSecond.load(ordering: .relaxed))",
-                "total_net_input_bytes:\(server.stats.netInputBytes.load(ordering: .relaxed))",
-                "total_net_output_bytes:\(server.stats.netOutputBytes.load(ordering: .relaxed))",
+                "total_net_input_bytes:\(traffic.input - base.input)",
+                "total_net_output_bytes:\(traffic.output - base.output)",
                 "rejected_connections:\(server.stats.rejectedConnections.load(ordering: .relaxed))",
                 "expired_keys:\(totals.expired - base.expired)",
                 "evicted_keys:0",
@@ -184,15 +185,27 @@ package enum ServerCommands {
             + server.clients.all.reduce(0) { $0 + $1.commandsProcessed }
     }
 
+    /// Bytes read from and written to clients, closed ones included.
+    static func totalTraffic(_ server: ServerState) -> (input: Int, output: Int) {
+        var input = server.stats.netInputBytes.load(ordering: .relaxed)
+        var output = server.stats.netOutputBytes.load(ordering: .relaxed)
+        for session in server.clients.all {
+            input += session.inputBytes
+            output += session.outputBytes
+        }
+        return (input, output)
+    }
+
     /// CONFIG RESETSTAT: the counters INFO reports start again from zero.
     static func resetStatistics(_ server: ServerState) {
         let totals = shardTotals(server)
         let commands = totalCommands(server)
-        server.stats.baseline.withLock { $0 = (totals.hits, totals.misses, totals.expired, commands) }
+        let traffic = totalTraffic(server)
+        server.stats.baseline.withLock {
+            $0 = (totals.hits, totals.misses, totals.expired, commands, traffic.input, traffic.output)
+        }
         server.stats.connectionsReceived.store(0, ordering: .relaxed)
         server.stats.rejectedConnections.store(0, ordering: .relaxed)
-        server.stats.netInputBytes.store(0, ordering: .relaxed)
-        server.stats.netOutputBytes.store(0, ordering: .relaxed)
     }
 
     static func residentBytes() -> Int {

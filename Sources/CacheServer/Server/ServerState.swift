@@ -20,6 +20,12 @@ package final class ServerState: Sendable {
     package let runID: String
     private let configuration: Mutex<ServerConfiguration>
     private let shutdownHook = Mutex<(@Sendable (ShutdownRequest) -> Void)?>(nil)
+    private let limitsVersion = Atomic<Int>(0)
+
+    /// Changes whenever CONFIG SET changes the request limits; connections re-read them only then.
+    @inline(__always)
+    package var limitsGeneration: Int { limitsVersion.load(ordering: .acquiring) }
+
     private let limitsCache: Mutex<(parser: RESPRequestLimits, queryBuffer: Int, output: ServerConfiguration.OutputBufferLimit)>
 
     package init(configuration: ServerConfiguration, clock: any CacheClock = SystemClock(), logger: Logger) {
@@ -45,6 +51,7 @@ package final class ServerState: Sendable {
                 return .failure(error)
             }
             limitsCache.withLock { $0 = Self.limits(for: config) }
+            limitsVersion.add(1, ordering: .releasing)
             return .success(())
         }
         try result.get()
@@ -86,13 +93,15 @@ package final class ServerStats: Sendable {
     package let rejectedConnections = Atomic<Int>(0)
     /// Commands run by connections that have closed (live ones count their own).
     package let commandsOfClosedClients = Atomic<Int>(0)
+    /// Bytes read from and written to clients that have closed (live ones count their own).
     package let netInputBytes = Atomic<Int>(0)
     package let netOutputBytes = Atomic<Int>(0)
     /// Operations per second over the last sampling period, updated by the cron.
     package let instantaneousOpsPerSecond = Atomic<Int>(0)
     package let resetTime = Atomic<Int64>(0)
     /// Hits, misses and expired keys at the last CONFIG RESETSTAT, subtracted from the shard totals.
-    package let baseline = Mutex<(hits: Int, misses: Int, expired: Int, commands: Int)>((0, 0, 0, 0))
+    package let baseline = Mutex<(hits: Int, misses: Int, expired: Int, commands: Int, input: Int, output: Int)>(
+        (0, 0, 0, 0, 0, 0))
 
     package init() {}
 }

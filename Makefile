@@ -10,7 +10,7 @@ RELEASE_BIN = .build/release/cached-server
 APT_PACKAGES = libhiredis-dev libjemalloc-dev redis-server redis-tools pkg-config
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build release run test deps install uninstall clean
+.PHONY: all build release run test deps install uninstall clean bench bench-check
 
 all: build
 
@@ -42,6 +42,18 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip IntegrationTests
 	$(SWIFT) test --skip-build --filter IntegrationTests
+
+# Server benchmark against redis-server (needs redis-server and redis-tools; see docs/performance.md).
+# Extra options go in BENCH_ARGS, e.g. make bench BENCH_ARGS='--rounds 5'.
+BENCH_ARGS ?=
+bench:
+	$(SWIFT) build -c release --product cached-server
+	python3 Benchmarks/server_bench.py --binary $(RELEASE_BIN) $(BENCH_ARGS)
+
+# The same, short: checks that the harness works (under two minutes).
+bench-check:
+	$(SWIFT) build -c release --product cached-server
+	python3 Benchmarks/server_bench.py --binary $(RELEASE_BIN) --quick $(BENCH_ARGS)
 
 install: release
 	install -d $(BINDIR)

@@ -131,7 +131,11 @@ let package = Package(
         .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore"]),
         .testTarget(
             name: "CacheServerTests",
-            dependencies: ["CacheServer", "RESP", "CacheCore", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: [
+                "CacheServer", "RESP", "CacheCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "IntegrationTests",

@@ -160,7 +160,7 @@ struct ConfigurationSetTests {
             ("protected-mode", "NO", "no"), ("appendonly", "yes", "yes"),
             ("save", "900 1 300 10", "900 1 300 10"), ("save", "", ""),
             ("bind", "127.0.0.1 ::1", "127.0.0.1 ::1"), ("bind", "127.0.0.1  ::1", "127.0.0.1  ::1"),
-            ("bind", "", ""), ("bind", "* -::*", "* -::*"), ("requirepass", "s3cret", "s3cret"),
+            ("bind", "", ""), ("bind", "* -::*", "* -::*"), ("requirepass", "s3cret", "(hidden)"),
             ("proto-max-bulk-len", "1mb", "1048576"),
         ])
     func acceptsValue(name: String, value: String, reported: String) {

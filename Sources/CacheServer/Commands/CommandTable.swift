@@ -33,8 +33,8 @@ package typealias CommandHandler = (inout CommandContext) -> Void
 
 /// One entry of the command table.
 package struct CommandSpec: Sendable {
-    /// Lowercase name.
-    package let name: String
+    /// Lowercase name (as renamed by `rename-command`).
+    package internal(set) var name: String
     /// Redis's arity: positive = exactly this many arguments (name included), negative = at least -arity.
     package let arity: Int
     package let flags: CommandFlags
@@ -76,6 +76,23 @@ package struct CommandSpec: Sendable {
     @inline(__always)
     package func acceptsArgumentCount(_ count: Int) -> Bool {
         arity >= 0 ? count == arity : count >= -arity
+    }
+}
+
+extension Array where Element == CommandSpec {
+    /// The table after `rename-command` lines: renamed commands answer to their new name, and commands
+    /// renamed to "" are gone.
+    package func renamed(_ renames: [ServerConfiguration.RenamedCommand]) -> [CommandSpec] {
+        var specs = self
+        for rename in renames {
+            guard let index = specs.firstIndex(where: { $0.name == rename.name }) else { continue }
+            if rename.newName.isEmpty {
+                specs.remove(at: index)
+            } else {
+                specs[index].name = rename.newName
+            }
+        }
+        return specs
     }
 }
 

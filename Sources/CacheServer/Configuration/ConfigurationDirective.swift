@@ -119,6 +119,12 @@ package struct ConfigurationDirective: Sendable {
         if arity == .single && arguments.count != 1 {
             throw .wrongNumberOfArguments(directive: name)
         }
+        // A list given as one quoted argument (`--save "900 1"`, `client-output-buffer-limit "normal 0 0 0"`)
+        // is split at spaces, as redis-server does for its multi-argument directives.
+        var arguments = arguments
+        if arity == .list && arguments.count == 1 && arguments[0].contains(" ") {
+            arguments = arguments[0].split(separator: " ").map(String.init)
+        }
         do {
             try assign(&configuration, arguments, mode)
         } catch {
@@ -237,7 +243,9 @@ extension ConfigurationDirective {
         maxMemoryDirective,
         .enumeration("maxmemory-policy", .runtime, \.maxMemoryPolicy),
         .integer("maxmemory-samples", .runtime, \.maxMemorySamples, in: 1...Int(Int32.max)),
-        .string("requirepass", .runtime, \.requirePass),
+        requirePassDirective,
+        clientOutputBufferLimitDirective,
+        renameCommandDirective,
         .boolean("protected-mode", .runtime, \.protectedMode),
         .integer("io-threads", .startupOnly, \.ioThreads, in: 1...128),
         saveDirective,
@@ -262,6 +270,51 @@ extension ConfigurationDirective {
         }
         configuration.bind = arguments
     } format: { $0.bind.joined(separator: " ") }
+
+    /// The password is never shown: CONFIG GET answers a fixed mask when one is set.
+    static let requirePassDirective = Self("requirepass", .runtime) { (configuration, arguments, _) throws(InvalidValue) in
+        configuration.requirePass = arguments[0]
+    } format: { $0.requirePass.isEmpty ? "" : ServerConfiguration.hiddenPassword }
+
+    /// `client-output-buffer-limit <class> <hard> <soft> <soft-seconds> [...]`; classes normal, replica
+    /// (or slave) and pubsub are accepted, and the normal class is enforced.
+    static let clientOutputBufferLimitDirective = Self("client-output-buffer-limit", .runtime, arity: .list) {
+        (configuration, arguments, _) throws(InvalidValue) in
+        guard !arguments.isEmpty, arguments.count.isMultiple(of: 4) else {
+            throw InvalidValue(reason: "Wrong number of arguments in buffer limit configuration.")
+        }
+        var limits = configuration.clientOutputBufferLimits
+        for index in stride(from: 0, to: arguments.count, by: 4) {
+            let name = arguments[index].lowercased()
+            guard let hard = ConfigurationValues.memory(arguments[index + 1]),
+                let soft = ConfigurationValues.memory(arguments[index + 2]),
+                let seconds = ConfigurationValues.cInteger(arguments[index + 3], base: 10), seconds >= 0
+            else { throw InvalidValue(reason: "Error in hard, soft or soft_seconds setting in buffer limit configuration.") }
+            let limit = ServerConfiguration.OutputBufferLimit(hard: Int(clamping: hard), soft: Int(clamping: soft), softSeconds: Int(seconds))
+            switch name {
+            case "normal": limits.normal = limit
+            case "replica", "slave": limits.replica = limit
+            case "pubsub": limits.pubsub = limit
+            default: throw InvalidValue(reason: "Invalid client class specified in buffer limit configuration.")
+            }
+        }
+        configuration.clientOutputBufferLimits = limits
+    } format: { configuration in
+        let l = configuration.clientOutputBufferLimits
+        func text(_ limit: ServerConfiguration.OutputBufferLimit) -> String { "\(limit.hard) \(limit.soft) \(limit.softSeconds)" }
+        return "normal \(text(l.normal)) slave \(text(l.replica)) pubsub \(text(l.pubsub))"
+    }
+
+    /// `rename-command <name> <new-name>` (config file and flags only): the command answers to the new name, or
+    /// to none when the new name is "".
+    static let renameCommandDirective = Self("rename-command", .startupOnly, arity: .list) {
+        (configuration, arguments, _) throws(InvalidValue) in
+        guard arguments.count == 2 else { throw InvalidValue(reason: "wrong number of arguments") }
+        guard CommandRegistry.all.contains(where: { $0.name == arguments[0].lowercased() }) else {
+            throw InvalidValue(reason: "No such command in rename-command")
+        }
+        configuration.renamedCommands.append(.init(name: arguments[0].lowercased(), newName: arguments[1].lowercased()))
+    } format: { _ in "" }
 
     static let maxMemoryDirective = Self("maxmemory", .runtime) { (configuration, arguments, _) throws(InvalidValue) in
         guard let value = ConfigurationValues.memory(arguments[0]) else {

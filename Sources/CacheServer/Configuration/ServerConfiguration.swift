@@ -53,6 +53,27 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// (`client-query-buffer-limit`).
     public var clientQueryBufferLimit: Int = 1024 * 1024 * 1024
 
+    /// How much unread output a client may have before it is disconnected (`client-output-buffer-limit`).
+    /// Unlike Redis (no limit for normal clients), normal clients are limited by default, so that a client
+    /// that sends but never reads cannot exhaust memory.
+    public var clientOutputBufferLimits = OutputBufferLimits()
+
+    /// Commands renamed or disabled (`rename-command name new-name`; an empty new name disables).
+    public var renamedCommands: [RenamedCommand] = []
+
+    /// One `rename-command` line.
+    public struct RenamedCommand: Sendable, Equatable {
+        /// The command's lowercase name.
+        public var name: String
+        /// Its new lowercase name; empty to disable it.
+        public var newName: String
+
+        public init(name: String, newName: String) {
+            self.name = name
+            self.newName = newName
+        }
+    }
+
     /// Memory limit for the data set in bytes; 0 means no limit (`maxmemory`).
     public var maxMemory: UInt64 = 0
 
@@ -105,6 +126,32 @@ public struct ServerConfiguration: Sendable, Equatable {
 
     /// A configuration with every directive at its default.
     public init() {}
+
+    /// What CONFIG GET shows for a password that is set.
+    package static let hiddenPassword = "(hidden)"
+
+    /// An output buffer limit: disconnect past `hard` bytes, or past `soft` bytes for `softSeconds` seconds
+    /// (0 disables either).
+    public struct OutputBufferLimit: Sendable, Equatable {
+        public var hard: Int
+        public var soft: Int
+        public var softSeconds: Int
+
+        public init(hard: Int, soft: Int, softSeconds: Int) {
+            self.hard = hard
+            self.soft = soft
+            self.softSeconds = softSeconds
+        }
+    }
+
+    /// Output buffer limits per client class.
+    public struct OutputBufferLimits: Sendable, Equatable {
+        public var normal = OutputBufferLimit(hard: 256 * 1024 * 1024, soft: 64 * 1024 * 1024, softSeconds: 60)
+        public var replica = OutputBufferLimit(hard: 256 * 1024 * 1024, soft: 64 * 1024 * 1024, softSeconds: 60)
+        public var pubsub = OutputBufferLimit(hard: 32 * 1024 * 1024, soft: 8 * 1024 * 1024, softSeconds: 60)
+
+        public init() {}
+    }
 
     /// Levels of the `loglevel` directive, from most to least verbose.
     public enum LogLevel: String, Sendable, CaseIterable {

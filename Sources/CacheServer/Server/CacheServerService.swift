@@ -43,10 +43,12 @@ public final class CacheServerService: Service, Sendable {
                 .serverChannelOption(.backlog, value: Int32(clamping: config.tcpBacklog))
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(.socketOption(.tcp_nodelay), value: unixSocketPath == nil ? 1 : 0)
-                .childChannelOption(.socketOption(.so_keepalive), value: unixSocketPath == nil ? 1 : 0)
                 .childChannelOption(.maxMessagesPerRead, value: 16)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
+                        if unixSocketPath == nil {
+                            try Self.setKeepAlive(on: channel, seconds: state.config.tcpKeepalive)
+                        }
                         try channel.pipeline.syncOperations.addHandler(
                             ConnectionHandler(server: state, unixSocketPath: unixSocketPath))
                     }
@@ -138,6 +140,21 @@ public final class CacheServerService: Service, Sendable {
         }
     }
 
+    /// TCP keepalive as Redis sets it for `tcp-keepalive N`: probes after N idle seconds, every N/3 seconds,
+    /// dropping the connection after 3 unanswered probes (0 turns keepalive off).
+    static func setKeepAlive(on channel: any Channel, seconds: Int) throws {
+        guard let options = channel.syncOptions else { return }
+        try options.setOption(.socketOption(.so_keepalive), value: seconds > 0 ? 1 : 0)
+        guard seconds > 0 else { return }
+        func tcpOption(_ name: Int32) -> ChannelOptions.Types.SocketOption {
+            ChannelOptions.Types.SocketOption(level: .tcp, name: NIOBSDSocket.Option(rawValue: name))
+        }
+        let idle = min(seconds, Int(Int32.max))
+        try options.setOption(tcpOption(TCP_KEEPIDLE), value: idle)
+        try options.setOption(tcpOption(TCP_KEEPINTVL), value: max(1, idle / 3))
+        try options.setOption(tcpOption(TCP_KEEPCNT), value: 3)
+    }
+
     /// Stops accepting connections; ``run()`` then closes the clients and returns.
     public func stopListening() {
         let channels = listeners.withLock { $0 }
@@ -169,6 +186,7 @@ final class ExpirySweeper: Sendable {
         var lastSample = (time: state.clock.nowMilliseconds(), commands: ServerCommands.totalCommands(state))
         var opsHistory: [Int] = []
         var reclaimedSincePurge = 0
+        var lastIdleCheck = state.clock.nowMilliseconds()
         while running.load(ordering: .relaxed) {
             let hz = max(1, min(500, state.config.hz))
             let period = 1000 / hz
@@ -198,10 +216,25 @@ final class ExpirySweeper: Sendable {
                     opsHistory.reduce(0, +) / opsHistory.count, ordering: .relaxed)
                 lastSample = (now, commands)
             }
+            if now - lastIdleCheck >= 1000 {
+                closeIdleClients(now: now)
+                lastIdleCheck = now
+            }
             let elapsed = Int(state.clock.nowMilliseconds() - started)
             if elapsed < period { usleep(UInt32((period - elapsed) * 1000)) }
         }
         finished.withLock { $0 = true }
+    }
+
+    /// Closes clients idle for longer than `timeout` seconds (0: never), as Redis's clients cron does.
+    /// MONITOR clients are exempt: they only receive.
+    private func closeIdleClients(now: Int64) {
+        let timeout = Int64(state.config.timeout)
+        guard timeout > 0 else { return }
+        for session in state.clients.all where !session.isMonitor && now - session.lastInteractionTime > timeout * 1000 {
+            state.logger.info("Closing idle client", metadata: ["client": "\(session.remoteAddress)"])
+            session.close()
+        }
     }
 }
 

@@ -23,7 +23,12 @@ package final class ClientSession: @unchecked Sendable {
     package var noTouch = false
     /// Set by QUIT and CLIENT KILL of oneself: the connection closes once the reply is written.
     package var closeAfterReply = false
-    package var isMonitor = false
+    /// In MONITOR mode (read by the clients cron too, hence atomic).
+    package var isMonitor: Bool {
+        get { monitorFlag.load(ordering: .relaxed) }
+        set { monitorFlag.store(newValue, ordering: .relaxed) }
+    }
+    private let monitorFlag = Atomic<Bool>(false)
 
     // Read by other connections.
     private let databaseIndex = Atomic<Int>(0)

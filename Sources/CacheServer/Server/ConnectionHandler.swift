@@ -5,9 +5,9 @@ import RESP
 
 /// One client connection: parses commands straight out of the receive buffer, runs each on the event loop,
 /// appends its reply, and flushes once per read burst.
-final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
+package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+    package typealias InboundIn = ByteBuffer
+    package typealias OutboundOut = ByteBuffer
 
     private let server: ServerState
     private var session: ClientSession?
@@ -18,6 +18,11 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var closing = false
     private var limits: RESPRequestLimits
     private var queryBufferLimit: Int
+    private var outputLimit: ServerConfiguration.OutputBufferLimit
+
+    /// Redis 7.0's reply to a non-local client while protected mode is on and no password is set.
+    static let protectedModeMessage =
+        "DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."
 
     /// Replies are handed to the channel once they pass this size, even in the middle of a read burst.
     private static let writeThreshold = 64 * 1024
@@ -25,14 +30,14 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// The path of the Unix socket this connection came through, or nil for TCP.
     private let unixSocketPath: String?
 
-    init(server: ServerState, unixSocketPath: String? = nil) {
+    package init(server: ServerState, unixSocketPath: String? = nil) {
         self.server = server
         self.unixSocketPath = unixSocketPath
         self.output = ByteBuffer()
-        (self.limits, self.queryBufferLimit) = server.requestLimits
+        (self.limits, self.queryBufferLimit, self.outputLimit) = server.requestLimits
     }
 
-    func channelActive(context: ChannelHandlerContext) {
+    package func channelActive(context: ChannelHandlerContext) {
         let channel = context.channel
         // Redis shows a Unix socket client's address and local address both as `<path>:0`.
         let remote = unixSocketPath.map { "\($0):0" } ?? channel.remoteAddress.map(Self.describe) ?? "?:0"
@@ -52,6 +57,15 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         self.session = session
         output = context.channel.allocator.buffer(capacity: 4096)
         server.stats.connectionsReceived.wrappingAdd(1, ordering: .relaxed)
+        if config.protectedMode && config.requirePass.isEmpty && !isLocal {
+            server.logger.notice("Refused a connection in protected mode", metadata: ["client": "\(remote)"])
+            var reply = context.channel.allocator.buffer(capacity: 1024)
+            reply.writeRESPError(Self.protectedModeMessage)
+            closing = true
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(reply)).whenComplete { _ in channel.close(promise: nil) }
+            return
+        }
         if server.clients.count >= config.maxClients {
             server.stats.rejectedConnections.wrappingAdd(1, ordering: .relaxed)
             var reply = context.channel.allocator.buffer(capacity: 64)
@@ -65,7 +79,7 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelActive()
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         if let session {
             server.clients.remove(session.id)
             server.monitors.remove(id: session.id)
@@ -74,26 +88,25 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelInactive()
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var incoming = unwrapInboundIn(data)
         guard !closing, let session else { return }
         server.stats.netInputBytes.wrappingAdd(incoming.readableBytes, ordering: .relaxed)
         // CONFIG SET applies to connections that are already open, as in Redis.
-        (limits, queryBufferLimit) = server.requestLimits
-        if var buffer = pending {
+        (limits, queryBufferLimit, outputLimit) = server.requestLimits
+        let now = server.clock.nowMilliseconds()
+        if var assembly = pending {
             pending = nil
-            buffer.writeBuffer(&incoming)
-            process(&buffer, session: session, context: context)
-        } else {
-            process(&incoming, session: session, context: context)
+            guard complete(&assembly, from: &incoming, session: session, now: now, context: context) else { return }
         }
+        process(&incoming, session: session, now: now, context: context)
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
+    package func channelReadComplete(context: ChannelHandlerContext) {
         flush(context: context)
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         server.logger.debug("client connection error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
     }
@@ -106,25 +119,30 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
         case failed(RESPProtocolError)
     }
 
-    private func process(_ buffer: inout ByteBuffer, session: ClientSession, context: ChannelHandlerContext) {
-        let now = server.clock.nowMilliseconds()
-        while buffer.readableBytes > 0 && !closing {
-            let step = buffer.withUnsafeReadableBytes { bytes -> Step in
-                do throws(RESPProtocolError) {
-                    switch try parser.parse(bytes, limits: limits, authenticated: session.authenticated) {
-                    case .command(let consumed, let isInline):
-                        run(bytes, isInline: isInline, session: session, now: now)
-                        return .consumed(consumed)
-                    case .skip(let consumed):
-                        return .consumed(consumed)
-                    case .incomplete:
-                        return .needMore
-                    }
-                } catch {
-                    return .failed(error)
+    /// Parses the next command at the start of `buffer` and runs it; does not move the reader index.
+    @inline(__always)
+    private func step(_ buffer: ByteBuffer, session: ClientSession, now: Int64) -> Step {
+        buffer.withUnsafeReadableBytes { bytes -> Step in
+            do throws(RESPProtocolError) {
+                switch try parser.parse(bytes, limits: limits, authenticated: session.authenticated) {
+                case .command(let consumed, let isInline):
+                    run(bytes, isInline: isInline, session: session, now: now)
+                    return .consumed(consumed)
+                case .skip(let consumed):
+                    return .consumed(consumed)
+                case .incomplete:
+                    return .needMore
                 }
+            } catch {
+                return .failed(error)
             }
-            switch step {
+        }
+    }
+
+    /// Runs every whole command in `buffer`, straight out of the bytes NIO read, and keeps a trailing part.
+    private func process(_ buffer: inout ByteBuffer, session: ClientSession, now: Int64, context: ChannelHandlerContext) {
+        while buffer.readableBytes > 0 && !closing {
+            switch step(buffer, session: session, now: now) {
             case .consumed(let n):
                 buffer.moveReaderIndex(forwardBy: n)
                 afterCommand(session: session, context: context)
@@ -132,12 +150,61 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
                 keepPending(&buffer, context: context)
                 return
             case .failed(let error):
-                output.writeRESPError(error.message)
-                server.logger.debug("protocol error from client", metadata: ["client": "\(session.remoteAddress)", "error": "\(error.message)"])
-                closeAfterFlush(context: context)
+                protocolError(error, session: session, context: context)
                 return
             }
         }
+    }
+
+    /// Completes the command that the previous read cut in two. Rather than appending the whole new read to
+    /// it (a copy, and a reallocation of a large buffer on every read of a pipelined stream), it appends only
+    /// what the command still needs — the rest of a bulk payload when the parser knows its length, else a
+    /// little at a time — runs it, and hands the unused part of the last piece back to `incoming`.
+    /// - Returns: true when `incoming` is ready to be processed; false when it ran out first (the partial
+    ///   command is kept) or the connection is closing.
+    private func complete(
+        _ assembly: inout ByteBuffer,
+        from incoming: inout ByteBuffer,
+        session: ClientSession,
+        now: Int64,
+        context: ChannelHandlerContext
+    ) -> Bool {
+        while true {
+            switch step(assembly, session: session, now: now) {
+            case .consumed(let n):
+                // The bytes after the command came from the last piece taken from `incoming`: give them back.
+                incoming.moveReaderIndex(to: incoming.readerIndex - (assembly.readableBytes - n))
+                afterCommand(session: session, context: context)
+                return !closing
+            case .needMore:
+                guard incoming.readableBytes > 0 else {
+                    keepPending(&assembly, context: context)
+                    return false
+                }
+                let missing = assembly.withUnsafeReadableBytes {
+                    parser.missingBulkBytes(available: $0.count, peek: $0)
+                }
+                if let missing, missing > assembly.writableBytes {
+                    assembly.reserveCapacity(minimumWritableBytes: missing)
+                }
+                let take = min(incoming.readableBytes, max(missing ?? 0, Self.assemblyStep))
+                var piece = incoming.readSlice(length: take)!
+                assembly.writeBuffer(&piece)
+            case .failed(let error):
+                protocolError(error, session: session, context: context)
+                return false
+            }
+        }
+    }
+
+    /// How much of a new read is appended at a time to a command whose length is not known yet.
+    private static let assemblyStep = 1024
+
+    private func protocolError(_ error: RESPProtocolError, session: ClientSession, context: ChannelHandlerContext) {
+        output.writeRESPError(error.message)
+        server.logger.debug(
+            "protocol error from client", metadata: ["client": "\(session.remoteAddress)", "error": "\(error.message)"])
+        closeAfterFlush(context: context)
     }
 
     @inline(__always)
@@ -179,16 +246,65 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
             context.close(promise: nil)
             return
         }
-        if buffer.readerIndex > 0 && buffer.readerIndex >= buffer.readableBytes { buffer.discardReadBytes() }
-        pending = buffer
+        if buffer.readableBytes <= Self.assemblyStep * 8 && buffer.capacity > 2 * buffer.readableBytes + 4096 {
+            // A short tail of a large read: copy it, rather than keep the whole read buffer alive.
+            var tail = context.channel.allocator.buffer(capacity: buffer.readableBytes + Self.assemblyStep)
+            tail.writeBuffer(&buffer)
+            pending = tail
+        } else {
+            if buffer.readerIndex > 0 && buffer.readerIndex >= buffer.readableBytes { buffer.discardReadBytes() }
+            pending = buffer
+        }
     }
 
     private func write(context: ChannelHandlerContext) {
         guard output.readableBytes > 0 else { return }
+        guard withinOutputLimits(context: context) else { return }
         server.stats.netOutputBytes.wrappingAdd(output.readableBytes, ordering: .relaxed)
         context.write(wrapOutboundOut(output), promise: nil)
         output = context.channel.allocator.buffer(capacity: 4096)
         unflushed = true
+    }
+
+    // MARK: slow readers
+
+    /// When the soft output limit was first exceeded, while it still is.
+    private var softLimitSince: Int64?
+
+    /// Checks replies waiting for the client (in the channel and in `output`) against
+    /// `client-output-buffer-limit`, and closes the connection when they are over it. Returns false then.
+    private func withinOutputLimits(context: ChannelHandlerContext) -> Bool {
+        let limit = outputLimit
+        guard limit.hard > 0 || limit.soft > 0 else { return true }
+        let queued = (try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
+        let waiting = queued + output.readableBytes
+        var over = limit.hard > 0 && waiting > limit.hard
+        if limit.soft > 0 && waiting > limit.soft {
+            let now = server.clock.nowMilliseconds()
+            let since = softLimitSince ?? now
+            softLimitSince = since
+            over = over || now - since >= Int64(limit.softSeconds) * 1000
+        } else {
+            softLimitSince = nil
+        }
+        guard over else { return true }
+        server.logger.warning(
+            "Client closed for overcoming of output buffer limits",
+            metadata: ["client": "\(session?.remoteAddress ?? "?")", "pending": "\(waiting)"])
+        closing = true
+        pending = nil
+        output = ByteBuffer()
+        context.close(promise: nil)
+        return false
+    }
+
+    /// Stops reading from a client that does not read its replies, and starts again when it catches up, so
+    /// that its requests wait in the kernel instead of turning into replies in memory.
+    package func channelWritabilityChanged(context: ChannelHandlerContext) {
+        let writable = context.channel.isWritable
+        context.channel.setOption(ChannelOptions.autoRead, value: writable).whenFailure { _ in }
+        if writable { context.read() }
+        context.fireChannelWritabilityChanged()
     }
 
     /// Whether replies were handed to the channel since the last flush.
@@ -214,8 +330,8 @@ final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     static func describe(_ address: SocketAddress) -> String {
         switch address {
-        case .v4(let a): return "\(a.host):\(address.port ?? 0)"
-        case .v6(let a): return "[\(a.host)]:\(address.port ?? 0)"
+        case .v4: return "\(address.ipAddress ?? "?"):\(address.port ?? 0)"
+        case .v6: return "[\(address.ipAddress ?? "?")]:\(address.port ?? 0)"
         case .unixDomainSocket: return "unix:\(address.pathname ?? "")"
         }
     }

@@ -20,12 +20,12 @@ package final class ServerState: Sendable {
     package let runID: String
     private let configuration: Mutex<ServerConfiguration>
     private let shutdownHook = Mutex<(@Sendable (ShutdownRequest) -> Void)?>(nil)
-    private let limitsCache: Mutex<(parser: RESPRequestLimits, queryBuffer: Int)>
+    private let limitsCache: Mutex<(parser: RESPRequestLimits, queryBuffer: Int, output: ServerConfiguration.OutputBufferLimit)>
 
     package init(configuration: ServerConfiguration, clock: any CacheClock = SystemClock(), logger: Logger) {
         self.keyspace = Keyspace(databases: configuration.databases)
         self.clock = clock
-        self.commands = CommandTable(CommandRegistry.all)
+        self.commands = CommandTable(CommandRegistry.all.renamed(configuration.renamedCommands))
         self.logger = logger
         self.startTime = clock.nowMilliseconds()
         self.runID = (0..<40).map { _ in String("0123456789abcdef".randomElement()!) }.joined()
@@ -51,11 +51,13 @@ package final class ServerState: Sendable {
     }
 
     /// The request parser's limits and the query buffer limit under the current configuration.
-    package var requestLimits: (parser: RESPRequestLimits, queryBuffer: Int) { limitsCache.withLock { $0 } }
+    package var requestLimits: (parser: RESPRequestLimits, queryBuffer: Int, output: ServerConfiguration.OutputBufferLimit) {
+        limitsCache.withLock { $0 }
+    }
 
-    private static func limits(for config: ServerConfiguration) -> (parser: RESPRequestLimits, queryBuffer: Int) {
+    private static func limits(for config: ServerConfiguration) -> (parser: RESPRequestLimits, queryBuffer: Int, output: ServerConfiguration.OutputBufferLimit) {
         let parser = RESPRequestLimits(maxBulkLength: config.protoMaxBulkLength, maxInlineLength: config.protoInlineMaxSize)
-        return (parser, config.clientQueryBufferLimit)
+        return (parser, config.clientQueryBufferLimit, config.clientOutputBufferLimits.normal)
     }
 
     /// Installs what SHUTDOWN calls.

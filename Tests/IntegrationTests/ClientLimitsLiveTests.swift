@@ -1,0 +1,56 @@
+import CachedTestSupport
+import Foundation
+import Testing
+
+/// Clients that sit idle or never read their replies, against both servers with the same directives.
+@Suite("Idle and slow clients")
+struct ClientLimitsLiveTests {
+    static let kinds: [ServerProcess.Kind] = [.redis, .cached]
+
+    /// The server process's resident memory in bytes.
+    private static func residentBytes(_ server: ServerProcess) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(server.pid)/status", encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+        else { throw TestEnvironmentError("no VmRSS for \(server.pid)") }
+        return kilobytes * 1024
+    }
+
+    @Test("--timeout 1: a client that stays silent is disconnected; one that keeps talking is not", arguments: kinds)
+    func idleTimeout(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind, arguments: ["--timeout", "1"])
+        defer { server.stop() }
+        let silent = try RawConnection(port: server.port)
+        let talker = try server.connect()
+        let start = Date()
+        // The silent client is closed within the server's once-a-second check after a second of silence.
+        var talked = 0
+        while Date().timeIntervalSince(start) < 2.5 {
+            #expect(try talker.command("PING") == .status("PONG"))
+            talked += 1
+            usleep(200_000)
+        }
+        #expect(try silent.closedByServer(within: 5))
+        #expect(try talker.command("PING") == .status("PONG"), "after \(talked) pings 200 ms apart")
+    }
+
+    @Test("client-output-buffer-limit: a client that sends but never reads is disconnected; memory stays bounded",
+          arguments: kinds)
+    func slowReader(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind, arguments: ["--client-output-buffer-limit", "normal 4mb 1mb 2"])
+        defer { server.stop() }
+        let bystander = try server.connect()
+        #expect(try bystander.command("SET", "big", String(repeating: "v", count: 100_000)) == .ok)
+        let before = try Self.residentBytes(server)
+
+        // 3000 GETs of a 100 KB value (300 MB of replies), sent without reading a byte.
+        let reader = try RawConnection(port: server.port)
+        let request = [UInt8](repeating: 0, count: 0) + Array(String(repeating: "GET big\r\n", count: 3000).utf8)
+        _ = reader.trySend(request)
+
+        #expect(try reader.closedByServer(within: 10))
+        let growth = try Self.residentBytes(server) - before
+        #expect(growth < 64 << 20, "resident memory grew by \(growth >> 20) MB for a 4 MB limit")
+        #expect(try bystander.command("GET", "big").text?.count == 100_000)
+    }
+}

@@ -101,6 +101,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Helpers the live test targets share (test targets cannot import each other): starting cached-server and
+        // redis-server on free loopback ports, stopping, killing and restarting them, running programs with a
+        // timeout. Not a product.
+        .target(name: "CachedTestSupport"),
         .testTarget(
             name: "HTTPCachingTests",
             dependencies: ["HTTPCaching", .product(name: "HTTPTypes", package: "swift-http-types")]
@@ -108,7 +112,7 @@ let package = Package(
         .testTarget(
             name: "CachedNetworkingTests",
             dependencies: [
-                "CachedNetworking", "CachedNetworkingTesting", "HTTPCaching",
+                "CachedNetworking", "CachedNetworkingTesting", "HTTPCaching", "CachedTestSupport",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -135,7 +139,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["RESP", "CHiredis", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["RESP", "CHiredis", "CachedTestSupport", .product(name: "NIOCore", package: "swift-nio")],
             exclude: ["Python"],
             resources: [.copy("Corpus")]
         ),

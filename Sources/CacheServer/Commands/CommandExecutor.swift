@@ -90,7 +90,7 @@ package enum CommandExecutor {
         let redacted = redactedArguments(spec, arguments)
         for i in 0..<arguments.count {
             line += " "
-            line += redacted?.contains(i) == true ? "\"(redacted)\"" : quotedRepresentation(arguments[i])
+            line += redacted?.contains(i) == true ? "\"(redacted)\"" : RESPText.quoted(arguments[i])
         }
         var buffer = ByteBuffer()
         buffer.writeString(line)
@@ -98,26 +98,6 @@ package enum CommandExecutor {
         return buffer
     }
 
-    /// Bytes in double quotes with C escapes, as Redis's `sdscatrepr` writes them.
-    package static func quotedRepresentation(_ bytes: UnsafeRawBufferPointer) -> String {
-        var out = "\""
-        for c in bytes {
-            switch c {
-            case UInt8(ascii: "\\"): out += "\\\\"
-            case UInt8(ascii: "\""): out += "\\\""
-            case 0x0A: out += "\\n"
-            case 0x0D: out += "\\r"
-            case 0x09: out += "\\t"
-            case 0x07: out += "\\a"
-            case 0x08: out += "\\b"
-            case 0x20...0x7E: out.unicodeScalars.append(Unicode.Scalar(c))
-            default:
-                let hex = Array("0123456789abcdef")
-                out += "\\x\(hex[Int(c >> 4)])\(hex[Int(c & 15)])"
-            }
-        }
-        return out + "\""
-    }
 }
 
 extension String {

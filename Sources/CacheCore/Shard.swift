@@ -355,10 +355,11 @@ package final class Shard: @unchecked Sendable {
         }
     }
 
-    /// How many hashes the expiry index may hold before it is rebuilt from the live keys: twice the keys with
-    /// a TTL plus slack proportional to the table, so that rebuilding (which reads the whole table) costs
-    /// O(1) per registration however the keys' TTLs churn.
-    private var staleRegistrationLimit: Int { 2 * expiresCount + max(1024, capacity / 2) }
+    /// How many hashes the expiry index may hold before it is rebuilt from the live keys: the keys with a TTL
+    /// plus slack proportional to the table, so that rebuilding (which reads the whole table) costs O(1) per
+    /// registration however the keys' TTLs churn. The slack is kept small because stale hashes count
+    /// towards maxmemory: every key evicted or deleted with a TTL leaves one behind.
+    private var staleRegistrationLimit: Int { expiresCount + max(64, capacity / 2) }
 
     /// Records a key's expiry in the index. A key that is overwritten, deleted or given a new TTL leaves its
     /// old hash behind, so the index is rebuilt here when such stale hashes pile up: without it, a client that

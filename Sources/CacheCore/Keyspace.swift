@@ -51,11 +51,19 @@ public final class Keyspace: Sendable {
         let total = databases.count * Self.shardCount
         var position = database * Self.shardCount + shardIndex
         var fruitless = 0
-        while budget.isOverLimit {
+        // Free the excess as measured now, counting what each shard frees under its lock, and publish the
+        // shard's change once it is done rather than after every key.
+        var excess = budget.usedBytes - budget.limitBytes.load(ordering: .relaxed)
+        while excess > 0 {
             let shard = databases[position / Self.shardCount].shards[position % Self.shardCount]
             shard.lock.lock()
-            let evicted = shard.evictOne(now: now)
-            // The loop tests the shared total: bring it up to date at once.
+            var evicted = false
+            var before = shard.usedBytes
+            while excess > 0 && shard.evictOne(now: now) {
+                evicted = true
+                excess -= before - shard.usedBytes
+                before = shard.usedBytes
+            }
             shard.flushAccounting()
             shard.lock.unlock()
             if evicted {
@@ -63,8 +71,8 @@ public final class Keyspace: Sendable {
             } else {
                 fruitless += 1
                 if fruitless >= total { return false }
-                position = (position + 1) % total
             }
+            if excess > 0 { position = (position + 1) % total }
         }
         return true
     }
@@ -72,7 +80,7 @@ public final class Keyspace: Sendable {
     /// Keys across all databases.
     public var totalKeys: Int { databases.reduce(0) { $0 + $1.count } }
 
-    /// Bytes held by entries and tables across all databases.
+    /// Bytes held by entries, tables and expiry indexes across all databases.
     public var usedBytes: Int {
         databases.reduce(0) { total, db in
             total + db.shards.reduce(0) { sum, shard in sum + shard.lock.withLock { shard.usedBytes } }

@@ -10,7 +10,7 @@ RELEASE_BIN = .build/release/cached-server
 APT_PACKAGES = libhiredis-dev libjemalloc-dev redis-server redis-tools pkg-config
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build release run test deps install uninstall clean bench bench-check
+.PHONY: all build release run test deps install uninstall clean bench bench-check bench-hitratio
 
 all: build
 
@@ -54,6 +54,11 @@ bench:
 bench-check:
 	$(SWIFT) build -c release --product cached-server
 	python3 Benchmarks/server_bench.py --binary $(RELEASE_BIN) --quick $(BENCH_ARGS)
+
+# Hit ratio of every maxmemory-policy (and of redis-server's allkeys-lru) on a Zipf workload at a memory
+# limit of 10% of the working set (Benchmarks/hitratio.py; python3 with numpy).
+bench-hitratio: release
+	python3 Benchmarks/hitratio.py --cached $(RELEASE_BIN)
 
 install: release
 	install -d $(BINDIR)

@@ -72,10 +72,4 @@ extension Shard {
         return true
     }
 
-    /// Marks the entry in slot `index` as recently used (for eviction).
-    @inline(__always)
-    package func touch(_ index: Int) {
-        let e = entry(at: index)
-        if e.flags & Entry.visitedFlag == 0 { e.flags |= Entry.visitedFlag }
-    }
 }

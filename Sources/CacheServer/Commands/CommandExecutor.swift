@@ -29,6 +29,14 @@ package enum CommandExecutor {
             reply.writeRESPError(ReplyError.noAuth)
             return
         }
+        // As Redis's performEvictions: before a command that may allocate, make room if memory is over the
+        // limit, and refuse the command when nothing can be evicted (or the policy is noeviction).
+        if command.flags.contains(.denyoom) && server.keyspace.budget.isOverLimit
+            && !makeRoom(server.commands.commands[index], arguments, session: session, server: server, now: now)
+        {
+            reply.writeRESPError(ReplyError.outOfMemory)
+            return
+        }
         var context = CommandContext(arguments: arguments, session: session, server: server, now: now, reply: reply)
         reply = ByteBuffer()  // hand the buffer over without a copy-on-write
         command.handler(&context)
@@ -41,6 +49,17 @@ package enum CommandExecutor {
             // A monitor sees its own commands after their replies, unless it is closing (QUIT).
             if session.isMonitor && !session.closeAfterReply { reply.writeImmutableBuffer(line) }
         }
+    }
+
+    /// Evicts keys until memory is within the limit, starting with the shard of the command's first key.
+    static func makeRoom(
+        _ spec: CommandSpec, _ arguments: Arguments, session: ClientSession, server: ServerState, now: Int64
+    ) -> Bool {
+        var shardIndex = 0
+        if spec.firstKey > 0 && spec.firstKey < arguments.count {
+            shardIndex = Database.shardIndex(for: Keyspace.hasher.hash(arguments[spec.firstKey]))
+        }
+        return server.keyspace.evict(database: session.db, shardIndex: shardIndex, now: now)
     }
 
     /// Whether the command (or, for a container such as CLIENT, its subcommand) has the `admin` flag.

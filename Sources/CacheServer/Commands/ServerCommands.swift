@@ -97,7 +97,9 @@ package enum ServerCommands {
             let dataset = server.keyspace.usedBytes
             let heap = AllocatorStatistics.current()
             let rss = residentBytes()
-            let used = max(heap.allocated, dataset)
+            // What maxmemory is compared with: the dataset plus the rest of the heap (as Redis counts every
+            // allocation). The sweeper refreshes the engine's copy of the second part at every cycle.
+            let used = dataset + EntryMemory.overheadBytes(datasetBytes: dataset, statistics: heap)
             lines = [
                 "# Memory",
                 "used_memory:\(used)",
@@ -141,7 +143,7 @@ package enum ServerCommands {
                 "total_net_output_bytes:\(traffic.output - base.output)",
                 "rejected_connections:\(server.stats.rejectedConnections.load(ordering: .relaxed))",
                 "expired_keys:\(totals.expired - base.expired)",
-                "evicted_keys:0",
+                "evicted_keys:\(server.keyspace.evictedKeys - base.evicted)",
                 "keyspace_hits:\(totals.hits - base.hits)",
                 "keyspace_misses:\(totals.misses - base.misses)",
                 "pubsub_channels:0",
@@ -201,8 +203,9 @@ package enum ServerCommands {
         let totals = shardTotals(server)
         let commands = totalCommands(server)
         let traffic = totalTraffic(server)
+        let evicted = server.keyspace.evictedKeys
         server.stats.baseline.withLock {
-            $0 = (totals.hits, totals.misses, totals.expired, commands, traffic.input, traffic.output)
+            $0 = (totals.hits, totals.misses, totals.expired, evicted, commands, traffic.input, traffic.output)
         }
         server.stats.connectionsReceived.store(0, ordering: .relaxed)
         server.stats.rejectedConnections.store(0, ordering: .relaxed)

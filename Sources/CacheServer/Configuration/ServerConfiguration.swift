@@ -78,7 +78,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var maxMemory: UInt64 = 0
 
     /// What to do when `maxMemory` is reached (`maxmemory-policy`).
-    public var maxMemoryPolicy: MaxMemoryPolicy = .noEviction
+    ///
+    /// Unlike Redis, whose default is `noeviction`, the default is `allkeys-sieve`: a cache should make room.
+    public var maxMemoryPolicy: MaxMemoryPolicy = .allKeysSieve
 
     /// Number of keys sampled per eviction by the approximated LRU/LFU/TTL
     /// policies (`maxmemory-samples`).
@@ -198,6 +200,8 @@ public struct ServerConfiguration: Sendable, Equatable {
         case allKeysRandom = "allkeys-random"
         /// Evict nothing; refuse writes that need memory.
         case noEviction = "noeviction"
+        /// Evict any key with a SIEVE-style hand that spares keys read since it last passed (not in Redis).
+        case allKeysSieve = "allkeys-sieve"
     }
 
     /// One `save <seconds> <changes>` point.

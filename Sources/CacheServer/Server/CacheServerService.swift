@@ -206,6 +206,10 @@ final class ExpirySweeper: Sendable {
                 if state.clock.nowMilliseconds() - started >= Int64(period / 4) { break }
             }
             EntryMemory.decayAll()
+            // The sweep made the dataset total exact; refresh the heap's other part for maxmemory.
+            let budget = state.keyspace.budget
+            let overhead = EntryMemory.overheadBytes(datasetBytes: budget.datasetBytes.load(ordering: .relaxed))
+            budget.overheadBytes.store(overhead, ordering: .relaxed)
             let now = state.clock.nowMilliseconds()
             if now - lastSample.time >= 100 {
                 let commands = ServerCommands.totalCommands(state)

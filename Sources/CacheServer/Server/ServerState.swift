@@ -37,6 +37,14 @@ package final class ServerState: Sendable {
         self.runID = (0..<40).map { _ in String("0123456789abcdef".randomElement()!) }.joined()
         self.configuration = Mutex(configuration)
         self.limitsCache = Mutex(Self.limits(for: configuration))
+        Self.applyMemorySettings(configuration, to: keyspace.budget)
+    }
+
+    /// Hands `maxmemory`, `maxmemory-policy` and `maxmemory-samples` to the engine.
+    private static func applyMemorySettings(_ config: ServerConfiguration, to budget: MemoryBudget) {
+        budget.setLimit(Int(clamping: config.maxMemory))
+        budget.setPolicy(config.maxMemoryPolicy.evictionPolicy)
+        budget.samples.store(config.maxMemorySamples, ordering: .relaxed)
     }
 
     /// A copy of the current configuration.
@@ -52,6 +60,7 @@ package final class ServerState: Sendable {
             }
             limitsCache.withLock { $0 = Self.limits(for: config) }
             limitsVersion.add(1, ordering: .releasing)
+            Self.applyMemorySettings(config, to: keyspace.budget)
             return .success(())
         }
         try result.get()
@@ -80,6 +89,23 @@ package final class ServerState: Sendable {
     }
 }
 
+extension ServerConfiguration.MaxMemoryPolicy {
+    /// The engine's policy of this name.
+    package var evictionPolicy: EvictionPolicy {
+        switch self {
+        case .volatileLRU: .volatileLRU
+        case .volatileLFU: .volatileLFU
+        case .volatileRandom: .volatileRandom
+        case .volatileTTL: .volatileTTL
+        case .allKeysLRU: .allKeysLRU
+        case .allKeysLFU: .allKeysLFU
+        case .allKeysRandom: .allKeysRandom
+        case .noEviction: .noEviction
+        case .allKeysSieve: .allKeysSieve
+        }
+    }
+}
+
 /// How SHUTDOWN asked the server to stop.
 package struct ShutdownRequest: Sendable {
     package var save: Bool?
@@ -99,9 +125,11 @@ package final class ServerStats: Sendable {
     /// Operations per second over the last sampling period, updated by the cron.
     package let instantaneousOpsPerSecond = Atomic<Int>(0)
     package let resetTime = Atomic<Int64>(0)
-    /// Hits, misses and expired keys at the last CONFIG RESETSTAT, subtracted from the shard totals.
-    package let baseline = Mutex<(hits: Int, misses: Int, expired: Int, commands: Int, input: Int, output: Int)>(
-        (0, 0, 0, 0, 0, 0))
+    /// Hits, misses, expired and evicted keys, commands and traffic at the last CONFIG RESETSTAT, subtracted
+    /// from the running totals.
+    package let baseline = Mutex<
+        (hits: Int, misses: Int, expired: Int, evicted: Int, commands: Int, input: Int, output: Int)
+    >((0, 0, 0, 0, 0, 0, 0))
 
     package init() {}
 }

@@ -42,8 +42,10 @@ final class ServerProcess: @unchecked Sendable {
     }
 
     /// Starts a server of `kind` on a free loopback port with extra directives (`["--maxmemory", "1mb"]`),
-    /// and waits until it answers PING.
-    static func start(_ kind: Kind, arguments: [String] = [], config: ConfigSource = .flags) throws -> ServerProcess {
+    /// and waits until it answers PING. `environment` is added to the test's own.
+    static func start(
+        _ kind: Kind, arguments: [String] = [], config: ConfigSource = .flags, environment: [String: String] = [:]
+    ) throws -> ServerProcess {
         let executable = try executablePath(for: kind)
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("cached-test-\(UUID().uuidString)")
         var lastError: Error = TestEnvironmentError("could not start \(kind.rawValue)")
@@ -61,7 +63,7 @@ final class ServerProcess: @unchecked Sendable {
                 if case .file = config { args = [file.path] } else { args = ["--config", file.path] }
             }
             args += defaultArguments(for: kind, work: work) + arguments
-            let (process, err) = try spawn(executable, args, in: work)
+            let (process, err) = try spawn(executable, args, in: work, environment: environment)
             let server = ServerProcess(kind: kind, port: port, process: process, stderrPipe: err, workDirectory: work)
             do {
                 try server.waitUntilReady(timeout: 15)
@@ -77,12 +79,15 @@ final class ServerProcess: @unchecked Sendable {
     /// Starts a server of `kind` with exactly `arguments` (plus the settings that keep redis-server from
     /// writing files) and does not wait for it to listen: for servers that should refuse to start, or that
     /// listen only on a Unix socket. ``port`` is 0.
-    static func launch(_ kind: Kind, arguments: [String]) throws -> ServerProcess {
+    static func launch(
+        _ kind: Kind, arguments: [String], environment: [String: String] = [:], port: Int = 0
+    ) throws -> ServerProcess {
         let executable = try executablePath(for: kind)
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("cached-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-        let (process, err) = try spawn(executable, defaultArguments(for: kind, work: work) + arguments, in: work)
-        return ServerProcess(kind: kind, port: 0, process: process, stderrPipe: err, workDirectory: work)
+        let (process, err) = try spawn(
+            executable, defaultArguments(for: kind, work: work) + arguments, in: work, environment: environment)
+        return ServerProcess(kind: kind, port: port, process: process, stderrPipe: err, workDirectory: work)
     }
 
     /// A scratch directory of this server's own, removed when it stops.
@@ -95,10 +100,15 @@ final class ServerProcess: @unchecked Sendable {
         return ["--save", "", "--appendonly", "no", "--dir", work.path, "--protected-mode", "no", "--logfile", "/dev/stderr"]
     }
 
-    private static func spawn(_ executable: String, _ arguments: [String], in work: URL) throws -> (Process, Pipe) {
+    private static func spawn(
+        _ executable: String, _ arguments: [String], in work: URL, environment: [String: String] = [:]
+    ) throws -> (Process, Pipe) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
         process.currentDirectoryURL = work
         let err = Pipe()
         process.standardError = err

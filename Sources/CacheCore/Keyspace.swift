@@ -87,6 +87,19 @@ public final class Keyspace: Sendable {
         }
     }
 
+    /// Changes to keys across all databases since the keyspace was created (see ``Shard/changes``).
+    public var totalChanges: Int {
+        var total = 0
+        for db in databases {
+            for shard in db.shards {
+                shard.lock.lock()
+                total &+= shard.changes
+                shard.lock.unlock()
+            }
+        }
+        return total
+    }
+
     /// Exchanges the contents of two databases (SWAPDB), atomically for every client.
     public func swapDatabases(_ a: Int, _ b: Int) {
         guard a != b else { return }

@@ -34,6 +34,7 @@ extension Shard {
                     entry.mutableValue.baseAddress!.copyMemory(from: value.baseAddress!, byteCount: value.count)
                 }
                 if let expiry, expiry != entry.expiry { setExpiry(at: index, to: expiry, hash: hash) }
+                changes &+= 1
                 return true
             }
             guard let fresh = Entry.make(key: key, value: value, expiry: expiry) else { return false }

@@ -48,6 +48,10 @@ package final class Shard: @unchecked Sendable {
     /// Read hits and misses, counted by the command layer.
     package var hits: Int = 0
     package var misses: Int = 0
+    /// Changes to this shard's keys since it was created: every insert, overwrite, TTL change and removal
+    /// (including expiry) counts one. It only grows, and moves with neither SWAPDB nor FLUSHDB, so the
+    /// snapshot scheduler can tell how many changes happened since a save by comparing sums.
+    package internal(set) var changes: Int = 0
 
     var expiryIndex = ExpiryIndex()
 
@@ -140,6 +144,7 @@ package final class Shard: @unchecked Sendable {
         while slots![i] != 0 { i = (i + 1) & mask }
         slots![i] = Self.pack(entry, hash: hash)
         count += 1
+        changes &+= 1
         account(added: entry, hash: hash)
         return true
     }
@@ -149,6 +154,7 @@ package final class Shard: @unchecked Sendable {
         let old = Self.unpack(slots![index])
         account(removed: old)
         old.deallocate()
+        changes &+= 1
         slots![index] = Self.pack(entry, hash: hash)
         account(added: entry, hash: hash)
     }
@@ -160,6 +166,7 @@ package final class Shard: @unchecked Sendable {
         old.deallocate()
         removeSlot(index)
         count -= 1
+        changes &+= 1
         if capacity > Self.minCapacity && count * 8 < capacity {
             resize(to: Self.capacityFor(count))
         }
@@ -173,6 +180,7 @@ package final class Shard: @unchecked Sendable {
         case (nil, nil):
             return
         case (let old?, let new?):
+            changes &+= 1
             expirySum += Int128(new) - Int128(old)
             entry.updateExpiry(new)
             registerExpiry(hash: hash, expiry: new)
@@ -193,6 +201,7 @@ package final class Shard: @unchecked Sendable {
             }
             EntryMemory.freeTable(slots, slots: capacity)
         }
+        changes &+= count
         slots = nil
         capacity = 0
         count = 0
@@ -216,6 +225,8 @@ package final class Shard: @unchecked Sendable {
         swap(&expiryIndex, &other.expiryIndex)
         swap(&expiryIndexBytes, &other.expiryIndexBytes)
         swap(&hand, &other.hand)
+        changes &+= 1
+        other.changes &+= 1
     }
 
     // MARK: memory accounting

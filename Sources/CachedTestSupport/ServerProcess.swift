@@ -33,16 +33,21 @@ public final class ServerProcess: @unchecked Sendable {
     public let directory: URL
     private let executable: String
     private let arguments: [String]
+    private let environment: [String: String]
     private let lock = NSLock()
     private var process: Process
     private let stderr = OutputCapture()
 
-    private init(kind: Kind, port: Int, directory: URL, executable: String, arguments: [String]) throws {
+    private init(
+        kind: Kind, port: Int, directory: URL, executable: String, arguments: [String],
+        environment: [String: String] = [:]
+    ) throws {
         self.kind = kind
         self.port = port
         self.directory = directory
         self.executable = executable
         self.arguments = arguments
+        self.environment = environment
         self.process = Process()
         try spawn()
     }
@@ -58,8 +63,11 @@ public final class ServerProcess: @unchecked Sendable {
     private var current: Process { lock.withLock { process } }
 
     /// Starts a server of `kind` on a free loopback port with extra directives (`["--maxmemory", "1mb"]`),
-    /// and waits until it answers PING (or an error such as `NOAUTH`: it is up either way).
-    public static func start(_ kind: Kind, arguments: [String] = [], config: ConfigSource = .flags) throws -> ServerProcess {
+    /// and waits until it answers PING (or an error such as `NOAUTH`: it is up either way). `environment` is added
+    /// to the test's own.
+    public static func start(
+        _ kind: Kind, arguments: [String] = [], config: ConfigSource = .flags, environment: [String: String] = [:]
+    ) throws -> ServerProcess {
         let executable = try ExternalProgram.server(kind).path()
         var lastError: Error = TestEnvironmentError("could not start \(kind.rawValue)")
         for _ in 0..<5 {
@@ -76,7 +84,9 @@ public final class ServerProcess: @unchecked Sendable {
             }
             args += defaultArguments(for: kind, work: work) + arguments
             do {
-                let server = try ServerProcess(kind: kind, port: port, directory: work, executable: executable, arguments: args)
+                let server = try ServerProcess(
+                    kind: kind, port: port, directory: work, executable: executable, arguments: args,
+                    environment: environment)
                 do {
                     try server.waitUntilReady(timeout: 15)
                     return server
@@ -93,14 +103,16 @@ public final class ServerProcess: @unchecked Sendable {
 
     /// Starts a server of `kind` with exactly `arguments` (plus the settings that keep redis-server from
     /// writing files) and does not wait for it to listen: for servers that should refuse to start, or that
-    /// listen only on a Unix socket. ``port`` is 0.
-    public static func launch(_ kind: Kind, arguments: [String]) throws -> ServerProcess {
+    /// listen only on a Unix socket. ``port`` is `port` (0 unless the caller chose one for the arguments).
+    public static func launch(
+        _ kind: Kind, arguments: [String], environment: [String: String] = [:], port: Int = 0
+    ) throws -> ServerProcess {
         let executable = try ExternalProgram.server(kind).path()
         let work = try makeDirectory()
         do {
             return try ServerProcess(
-                kind: kind, port: 0, directory: work, executable: executable,
-                arguments: defaultArguments(for: kind, work: work) + arguments)
+                kind: kind, port: port, directory: work, executable: executable,
+                arguments: defaultArguments(for: kind, work: work) + arguments, environment: environment)
         } catch {
             try? FileManager.default.removeItem(at: work)
             throw error
@@ -184,6 +196,9 @@ public final class ServerProcess: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
         process.currentDirectoryURL = directory
         let err = Pipe()
         process.standardError = err

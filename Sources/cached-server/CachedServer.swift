@@ -87,13 +87,19 @@ struct CachedServer: AsyncParsableCommand {
         logger.notice(
             "cached-server \(cachedServerVersion) starting",
             metadata: ["pid": "\(getpid())", "config": .dictionary(effectiveSettings(configuration))])
-        if !configuration.savePoints.isEmpty || configuration.appendOnly {
-            logger.warning("save and appendonly are accepted for compatibility, but cached-server keeps data in memory only")
+        if configuration.appendOnly {
+            logger.warning("appendonly is accepted for compatibility, but cached-server writes no append-only file (see save for snapshots)")
         }
 
         do {
             try await runServer(configuration: configuration, logger: logger)
         } catch let error as ListenError {
+            logger.critical("\(error)")
+            throw ExitCode.failure
+        } catch let error as SnapshotLoadError {
+            logger.critical("\(error)")
+            throw ExitCode.failure
+        } catch let error as SnapshotSaveFailure {
             logger.critical("\(error)")
             throw ExitCode.failure
         } catch {

@@ -25,8 +25,9 @@ private func setThenGet(_ name: String, _ value: String) -> String {
 @Suite("Directive table: defaults and CONFIG GET rendering")
 struct ConfigurationDefaultsTests {
     // Each value is what `CONFIG GET` printed on redis-server 7.0.15 started without a
-    // config file, except port, bind and io-threads, whose defaults here are this
-    // server's (redis.conf's shipped bind line, and one event loop per core), and maxmemory-policy, whose
+    // config file, except port, bind, io-threads and dbfilename, whose defaults here are
+    // this server's (redis.conf's shipped bind line, one event loop per core, and a
+    // snapshot file name that does not claim to be RDB), and maxmemory-policy, whose
     // default here is allkeys-sieve (a cache makes room by default; see docs/commands.md).
     @Test(
         "renders each default as redis-server does",
@@ -36,8 +37,9 @@ struct ConfigurationDefaultsTests {
             ("tcp-keepalive", "300"), ("tcp-backlog", "511"), ("proto-max-bulk-len", "536870912"),
             ("client-query-buffer-limit", "1073741824"), ("maxmemory", "0"),
             ("maxmemory-policy", "allkeys-sieve"), ("maxmemory-samples", "5"), ("requirepass", ""),
-            ("protected-mode", "yes"), ("save", ""), ("appendonly", "no"), ("dbfilename", "dump.rdb"),
+            ("protected-mode", "yes"), ("save", ""), ("appendonly", "no"), ("dbfilename", "cached.snapshot"),
             ("pidfile", ""), ("logfile", ""), ("daemonize", "no"), ("unixsocket", ""), ("unixsocketperm", "0"),
+            ("snapshot-load-corrupt", "fail"),
         ])
     func rendersDefault(name: String, value: String) {
         #expect(configGet(ServerConfiguration(), name) == [name, value])

@@ -71,7 +71,10 @@ struct ConcurrencyScenarioTests {
     @Test("a holder that stores and releases the lease between a waiter's two reads: the waiter takes its response")
     func leaseReleasedBetweenReads() async throws {
         // A wait long enough that only the race decides the outcome, even on a busy machine.
-        let h = try await Harness.make { $0.leaseWait = .seconds(60) }
+        let h = try await Harness.make {
+            $0.leaseWait = .seconds(60)
+            $0.storeTimeout = .seconds(60)  // the hooked store read runs another fetch inside it
+        }
         h.serve("/race", [("Cache-Control", "max-age=60")], body: "from-holder")
         let key = "cached:0:GET:http://127.0.0.1:\(h.origin.port)/race"
         #expect(try await h.store.setIfAbsent(key + "#lock", to: ByteBuffer(string: "other"), ttl: .seconds(30)))

@@ -13,6 +13,8 @@ package final class ServerState: Sendable {
     package let clients = ClientRegistry()
     package let monitors = MonitorRegistry()
     package let stats = ServerStats()
+    /// Snapshot saves and the startup load.
+    package let snapshots: SnapshotCoordinator
     package let logger: Logger
     /// Milliseconds since the epoch when the server started.
     package let startTime: Int64
@@ -29,11 +31,13 @@ package final class ServerState: Sendable {
     private let limitsCache: Mutex<(parser: RESPRequestLimits, queryBuffer: Int, output: ServerConfiguration.OutputBufferLimit)>
 
     package init(configuration: ServerConfiguration, clock: any CacheClock = SystemClock(), logger: Logger) {
-        self.keyspace = Keyspace(databases: configuration.databases)
+        let keyspace = Keyspace(databases: configuration.databases)
+        self.keyspace = keyspace
         self.clock = clock
         self.commands = CommandTable(CommandRegistry.all.renamed(configuration.renamedCommands))
         self.logger = logger
         self.startTime = clock.nowMilliseconds()
+        self.snapshots = SnapshotCoordinator(keyspace: keyspace, clock: clock, logger: logger)
         self.runID = (0..<40).map { _ in String("0123456789abcdef".randomElement()!) }.joined()
         self.configuration = Mutex(configuration)
         self.limitsCache = Mutex(Self.limits(for: configuration))

@@ -90,7 +90,7 @@ struct StoreRESPTests {
         let error = await storeError { () async throws(CacheStoreError) in _ = try await store.get("k") }
         let elapsed = ContinuousClock.now - start
         #expect(error?.kind == .timeout)
-        #expect(elapsed >= .milliseconds(150) && elapsed < .seconds(10), "took \(elapsed)")
+        #expect(elapsed >= .milliseconds(150) && elapsed < .seconds(30), "took \(elapsed)")  // a hang would be forever
         // The connection was discarded; the next call reconnects and times out the same way.
         let again = await storeError { () async throws(CacheStoreError) in try await store.set("k", to: ByteBuffer(), ttl: nil) }
         #expect(again?.kind == .timeout)

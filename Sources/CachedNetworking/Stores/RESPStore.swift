@@ -85,8 +85,7 @@ public final class RESPStore: CacheStore {
     /// Sends `PING`: checks that the server is reachable and that authentication and `SELECT` succeed.
     /// - Throws: ``CacheStoreError`` as any call.
     public func ping() async throws(CacheStoreError) {
-        let reply = try await execute(RESPCommand("PING", argumentCount: 0))
-        guard case .status("PONG") = reply else { throw Self.unexpected("PING", reply) }
+        try StoreCommands.checkPing(try await execute(StoreCommands.ping))
     }
 
     // MARK: CacheStore
@@ -95,14 +94,7 @@ public final class RESPStore: CacheStore {
     /// - Returns: the value, or nil when the key does not exist.
     /// - Throws: ``CacheStoreError``; ``CacheStoreError/Kind/server`` when the key holds a non-string type.
     public func get(_ key: String) async throws(CacheStoreError) -> ByteBuffer? {
-        var command = RESPCommand("GET", argumentCount: 1, reserving: 24 + key.utf8.count)
-        command.append(key)
-        let reply = try await execute(command)
-        switch reply {
-        case .bulk(let value): return value
-        case .null: return nil
-        default: throw Self.unexpected("GET", reply)
-        }
+        try StoreCommands.value(ofGet: try await execute(StoreCommands.get(key)))
     }
 
     /// `MGET key…`: one round trip for all keys.
@@ -111,55 +103,20 @@ public final class RESPStore: CacheStore {
     /// - Throws: ``CacheStoreError``.
     public func get(_ keys: [String]) async throws(CacheStoreError) -> [ByteBuffer?] {
         guard !keys.isEmpty else { return [] }
-        var command = RESPCommand("MGET", argumentCount: keys.count, reserving: 16 + keys.count * 48)
-        for key in keys { command.append(key) }
-        let reply = try await execute(command)
-        guard case .array(let elements) = reply, elements.count == keys.count else {
-            throw Self.unexpected("MGET of \(keys.count) keys", reply)
-        }
-        var values: [ByteBuffer?] = []
-        values.reserveCapacity(elements.count)
-        for element in elements {
-            switch element {
-            case .bulk(let value): values.append(value)
-            case .null: values.append(nil)
-            default: throw Self.unexpected("an MGET element", element)
-            }
-        }
-        return values
+        return try StoreCommands.values(ofMGet: try await execute(StoreCommands.mget(keys)), count: keys.count)
     }
 
     /// `SET key value [PX ttl]`. A TTL is sent in whole milliseconds, rounded up (at least 1 ms).
     /// - Throws: ``CacheStoreError``.
     public func set(_ key: String, to value: ByteBuffer, ttl: Duration?) async throws(CacheStoreError) {
-        var command = RESPCommand(
-            "SET", argumentCount: ttl == nil ? 2 : 4, reserving: 64 + key.utf8.count + value.readableBytes)
-        command.append(key)
-        command.append(value)
-        if let ttl {
-            command.append("PX")
-            command.append(String(ttl.storeMilliseconds))
-        }
-        let reply = try await execute(command)
-        guard case .status = reply else { throw Self.unexpected("SET", reply) }
+        try StoreCommands.checkSet(try await execute(StoreCommands.set(key, to: value, ttl: ttl)))
     }
 
     /// `SET key value NX PX ttl`. The TTL is sent in whole milliseconds, rounded up (at least 1 ms).
     /// - Returns: true when the key did not exist and now holds `value`.
     /// - Throws: ``CacheStoreError``.
     public func setIfAbsent(_ key: String, to value: ByteBuffer, ttl: Duration) async throws(CacheStoreError) -> Bool {
-        var command = RESPCommand("SET", argumentCount: 5, reserving: 72 + key.utf8.count + value.readableBytes)
-        command.append(key)
-        command.append(value)
-        command.append("NX")
-        command.append("PX")
-        command.append(String(ttl.storeMilliseconds))
-        let reply = try await execute(command)
-        switch reply {
-        case .status: return true
-        case .null: return false
-        default: throw Self.unexpected("SET NX", reply)
-        }
+        try StoreCommands.stored(bySetIfAbsent: try await execute(StoreCommands.setIfAbsent(key, to: value, ttl: ttl)))
     }
 
     /// `DEL key…`.
@@ -168,22 +125,14 @@ public final class RESPStore: CacheStore {
     @discardableResult
     public func remove(_ keys: [String]) async throws(CacheStoreError) -> Int {
         guard !keys.isEmpty else { return 0 }
-        var command = RESPCommand("DEL", argumentCount: keys.count, reserving: 16 + keys.count * 48)
-        for key in keys { command.append(key) }
-        let reply = try await execute(command)
-        guard case .integer(let removed) = reply, removed >= 0 else { throw Self.unexpected("DEL", reply) }
-        return Int(removed)
+        return try StoreCommands.count(removedBy: try await execute(StoreCommands.del(keys)))
     }
 
     /// `INCR key`.
     /// - Returns: the incremented value.
     /// - Throws: ``CacheStoreError/Kind/server`` when the value is not an integer; ``CacheStoreError`` otherwise.
     public func increment(_ key: String) async throws(CacheStoreError) -> Int {
-        var command = RESPCommand("INCR", argumentCount: 1, reserving: 24 + key.utf8.count)
-        command.append(key)
-        let reply = try await execute(command)
-        guard case .integer(let value) = reply else { throw Self.unexpected("INCR", reply) }
-        return Int(value)
+        try StoreCommands.value(ofIncr: try await execute(StoreCommands.incr(key)))
     }
 
     /// Fails queued and in-flight calls with ``CacheStoreError/Kind/closed``, closes the connections and waits
@@ -198,9 +147,5 @@ public final class RESPStore: CacheStore {
         let reply = try await pool.submit(command.bytes).get()
         if case .error(let text) = reply { throw CacheStoreError(.server, text) }
         return reply
-    }
-
-    private static func unexpected(_ what: String, _ reply: RESPReply) -> CacheStoreError {
-        CacheStoreError(.protocolViolation, "\(what) answered \(reply.typeName)")
     }
 }

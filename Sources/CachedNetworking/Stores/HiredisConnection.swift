@@ -144,8 +144,8 @@ final class HiredisConnection {
         let error: CacheStoreError
     }
 
-    /// Writes every command of `batch`, then reads their replies in order, resuming each request as its reply
-    /// arrives. Blocks.
+    /// Writes every command of `batch`, then reads their replies in order, resuming each request as its replies
+    /// arrive (its last reply, or its first error reply). Blocks.
     /// - Returns: nil when every request got its reply; otherwise the failure, after which the connection
     ///   must be discarded and the requests from `firstFailed` on have not been resumed.
     func send(_ batch: [RESPConnectionPool.Request]) -> BatchFailure? {
@@ -158,10 +158,16 @@ final class HiredisConnection {
             }
         }
         for (position, request) in batch.enumerated() {
-            switch readReply() {
-            case .success(let reply): request.completion.resume(returning: .success(reply))
-            case .failure(let error): return BatchFailure(firstFailed: position, error: error)
+            var answer: RESPReply?
+            for _ in 0..<max(1, request.replyCount) {
+                switch readReply() {
+                case .success(let reply):
+                    if case .error = answer {} else { answer = reply }
+                case .failure(let error):
+                    return BatchFailure(firstFailed: position, error: error)
+                }
             }
+            request.completion.resume(returning: .success(answer ?? .null))
         }
         return nil
     }

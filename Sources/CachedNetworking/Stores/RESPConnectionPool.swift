@@ -32,6 +32,9 @@ final class RESPConnectionPool: @unchecked Sendable {
 
     struct Request {
         let command: [UInt8]
+        /// How many replies `command` produces (it may be several commands sent as one, such as `ASKING` and
+        /// the command it applies to); the caller gets the first error among them, else the last.
+        var replyCount = 1
         let enqueuedAt: UInt64
         let completion: Completion
     }
@@ -89,8 +92,9 @@ final class RESPConnectionPool: @unchecked Sendable {
 
     // MARK: calls
 
-    /// Sends `command` (a complete RESP request) and waits for its reply.
-    func submit(_ command: [UInt8]) async -> Result<RESPReply, CacheStoreError> {
+    /// Sends `command` (a complete RESP request, or `replyCount` of them written back to back on one connection)
+    /// and waits for its reply: the last one, or the first error reply among them.
+    func submit(_ command: [UInt8], replyCount: Int = 1) async -> Result<RESPReply, CacheStoreError> {
         await withCheckedContinuation { (completion: Completion) in
             let now = monotonicNanoseconds()
             let refusal: CacheStoreError? = lock.withLock {
@@ -98,7 +102,8 @@ final class RESPConnectionPool: @unchecked Sendable {
                 guard let index = chooseSlot(now: now) else {
                     return CacheStoreError(.unreachable, "no connection to the server: \(lastConnectError.message)")
                 }
-                slots[index].queue.append(Request(command: command, enqueuedAt: now, completion: completion))
+                slots[index].queue.append(
+                    Request(command: command, replyCount: replyCount, enqueuedAt: now, completion: completion))
                 lock.signal(index)
                 return nil
             }

@@ -79,6 +79,8 @@ extension RESPStore {
             case "rediss":
                 throw ConfigurationError(
                     "TLS is not supported (\(shown) uses rediss://): connect with redis:// over a trusted network")
+            case "redis+cluster":
+                throw ConfigurationError("\(shown) names a Redis Cluster: use RESPClusterStore for redis+cluster:// URLs")
             default:
                 throw ConfigurationError("unsupported scheme \(scheme.debugDescription) in \(shown): use redis://")
             }

@@ -1,0 +1,200 @@
+import NIOCore
+import Testing
+
+@testable import CachedNetworking
+
+/// How the cluster store places keys and reads the cluster's answers, without a cluster: key slots (CRC16 and
+/// hash tags, with the Redis Cluster specification's vectors), `MOVED`/`ASK` and transient errors, `CLUSTER SLOTS`
+/// replies, and `redis+cluster://` URLs.
+@Suite("Redis Cluster routing")
+struct ClusterRoutingTests {
+    // MARK: slots
+
+    @Test("CRC16/XMODEM of \"123456789\" is 0x31C3")
+    func crc16CheckValue() {
+        #expect(ClusterSlots.crc16(Array("123456789".utf8)) == 0x31C3)
+        #expect(ClusterSlots.crc16([UInt8]()) == 0)
+    }
+
+    @Test("slots of known keys")
+    func knownSlots() {
+        #expect(ClusterSlots.slot(of: "foo") == 12182)
+        #expect(ClusterSlots.slot(of: "bar") == 5061)
+        #expect(ClusterSlots.slot(of: "") == 0)
+        #expect(ClusterSlots.slot(of: "123456789") == 0x31C3 & 16383)
+    }
+
+    @Test("keys with the same hash tag share a slot")
+    func hashTagsShareASlot() {
+        let following = ClusterSlots.slot(of: "{user1000}.following")
+        #expect(following == ClusterSlots.slot(of: "{user1000}.followers"))
+        #expect(following == ClusterSlots.slot(of: "user1000"))
+        #expect(ClusterSlots.slot(of: "a{user1000}b{other}") == following)
+    }
+
+    @Test("only the first non-empty {…} is a hash tag")
+    func hashTagEdgeCases() {
+        // An empty first tag: the whole key is hashed.
+        #expect(ClusterSlots.slot(of: "foo{}{bar}") == Int(ClusterSlots.crc16(Array("foo{}{bar}".utf8)) & 16383))
+        // The tag ends at the first } after the first {.
+        #expect(ClusterSlots.slot(of: "foo{{bar}}zap") == Int(ClusterSlots.crc16(Array("{bar".utf8)) & 16383))
+        #expect(ClusterSlots.slot(of: "foo{bar}{zap}") == ClusterSlots.slot(of: "bar"))
+        // No closing brace: the whole key.
+        #expect(ClusterSlots.slot(of: "foo{bar") == Int(ClusterSlots.crc16(Array("foo{bar".utf8)) & 16383))
+        #expect(String(decoding: ClusterSlots.hashedPart(of: Array("x{é}y".utf8)), as: UTF8.self) == "é")
+    }
+
+    @Test("keys are grouped by slot in the order of their first key")
+    func groupingBySlot() {
+        let keys = ["{a}1", "{b}1", "{a}2", "{c}1", "{b}2", "{a}1"]
+        let groups = RESPClusterStore.groupedBySlot(keys)
+        #expect(groups.map(\.positions) == [[0, 2, 5], [1, 4], [3]])
+        #expect(groups.map(\.slot) == ["a", "b", "c"].map { ClusterSlots.slot(of: $0) })
+        #expect(RESPClusterStore.groupedBySlot([]).isEmpty)
+    }
+
+    // MARK: redirections
+
+    @Test("MOVED and ASK are parsed; other errors are not redirections")
+    func redirections() {
+        let moved = ClusterRedirection(errorText: "MOVED 3999 127.0.0.1:6381")
+        #expect(moved?.kind == .moved)
+        #expect(moved?.slot == 3999)
+        #expect(moved?.node == RESPClusterStore.Node(host: "127.0.0.1", port: 6381))
+
+        let ask = ClusterRedirection(errorText: "ASK 12182 cache-2.internal:7000")
+        #expect(ask?.kind == .ask)
+        #expect(ask?.slot == 12182)
+        #expect(ask?.node == RESPClusterStore.Node(host: "cache-2.internal", port: 7000))
+
+        #expect(ClusterRedirection(errorText: "MOVED 1 [::1]:7001")?.node == RESPClusterStore.Node(host: "::1", port: 7001))
+        #expect(ClusterRedirection(errorText: "MOVED 1 ::1:7001")?.node == RESPClusterStore.Node(host: "::1", port: 7001))
+
+        // An unknown endpoint (empty host) means the node that answered.
+        let unknownHost = ClusterRedirection(errorText: "MOVED 5 :7002")
+        #expect(unknownHost?.node.host == "")
+        #expect(unknownHost?.target(answeredBy: .init(host: "10.1.2.3", port: 7000)) == .init(host: "10.1.2.3", port: 7002))
+        #expect(moved?.target(answeredBy: .init(host: "10.1.2.3", port: 7000)) == .init(host: "127.0.0.1", port: 6381))
+
+        for text in [
+            "ERR unknown command", "MOVED", "MOVED 3999", "MOVED 16384 127.0.0.1:6381", "MOVED -1 h:1", "MOVED x h:1",
+            "ASK 1 host", "ASK 1 host:0", "ASK 1 host:65536", "MOVED 1 h:1 extra", "moved 1 h:1",
+        ] {
+            #expect(ClusterRedirection(errorText: text) == nil, "\(text)")
+        }
+    }
+
+    @Test("TRYAGAIN, CLUSTERDOWN and LOADING are transient; other errors are not")
+    func transientErrors() {
+        #expect(ClusterTransientError(errorText: "TRYAGAIN Multiple keys request during rehashing of slot") == .tryAgain)
+        #expect(ClusterTransientError(errorText: "CLUSTERDOWN The cluster is down") == .clusterDown)
+        #expect(ClusterTransientError(errorText: "CLUSTERDOWN Hash slot not served") == .clusterDown)
+        #expect(ClusterTransientError(errorText: "LOADING Redis is loading the dataset in memory") == .loading)
+        #expect(ClusterTransientError(errorText: "ERR value is not an integer or out of range") == nil)
+        #expect(ClusterTransientError(errorText: "CROSSSLOT Keys in request don't hash to the same slot") == nil)
+    }
+
+    // MARK: CLUSTER SLOTS
+
+    @Test("a CLUSTER SLOTS reply maps every slot to its master")
+    func slotMapFromClusterSlots() throws {
+        func node(_ host: String, _ port: Int64, _ id: String) -> RESPReply {
+            .array([.bulk(ByteBuffer(string: host)), .integer(port), .bulk(ByteBuffer(string: id))])
+        }
+        let reply = RESPReply.array([
+            .array([.integer(0), .integer(5460), node("127.0.0.1", 30001, "a"), node("127.0.0.1", 30004, "d")]),
+            .array([.integer(5461), .integer(10922), node("127.0.0.1", 30002, "b"), node("127.0.0.1", 30005, "e")]),
+            .array([.integer(10923), .integer(16000), node("127.0.0.1", 30003, "c")]),
+            .array([.integer(16001), .integer(16383), node("", 30003, "c"), node("?", 30006, "f")]),
+        ])
+        let map = try ClusterSlotMap(parsing: reply, answeredBy: .init(host: "127.0.0.1", port: 30002))
+        #expect(map.coveredSlots == 16384)
+        #expect(map.masters.map(\.port) == [30001, 30002, 30003])
+        #expect(map.replicas.map(\.port) == [30004, 30005, 30006])
+        #expect(map.master(of: 0)?.port == 30001)
+        #expect(map.master(of: 5460)?.port == 30001)
+        #expect(map.master(of: 5461)?.port == 30002)
+        #expect(map.master(of: 12182)?.port == 30003)
+        #expect(map.master(of: 16383) == .init(host: "127.0.0.1", port: 30003))
+
+        var moved = map
+        moved.assign(12182, to: .init(host: "127.0.0.1", port: 30006))
+        #expect(moved.master(of: 12182)?.port == 30006)
+        #expect(moved.master(of: 12181)?.port == 30003)
+        #expect(moved.masters.count == 4)
+        #expect(!moved.replicas.contains(.init(host: "127.0.0.1", port: 30006)))
+    }
+
+    @Test("a partial map leaves slots without a master; malformed replies are protocol violations")
+    func partialAndMalformedSlotMaps() throws {
+        let answeredBy = RESPClusterStore.Node(host: "127.0.0.1", port: 7000)
+        let partial = try ClusterSlotMap(
+            parsing: .array([
+                .array([.integer(100), .integer(199), .array([.bulk(ByteBuffer(string: "10.0.0.1")), .integer(7000)])])
+            ]),
+            answeredBy: answeredBy)
+        #expect(partial.coveredSlots == 100)
+        #expect(partial.master(of: 99) == nil)
+        #expect(partial.master(of: 150) == .init(host: "10.0.0.1", port: 7000))
+        #expect(try ClusterSlotMap(parsing: .array([]), answeredBy: answeredBy).coveredSlots == 0)
+
+        for bad: RESPReply in [
+            .status("OK"),
+            .array([.array([.integer(0), .integer(16384), .array([.bulk(ByteBuffer(string: "h")), .integer(1)])])]),
+            .array([.array([.integer(10), .integer(5), .array([.bulk(ByteBuffer(string: "h")), .integer(1)])])]),
+            .array([.array([.integer(0), .integer(5)])]),
+            .array([.array([.integer(0), .integer(5), .array([.bulk(ByteBuffer(string: "h"))])])]),
+        ] {
+            #expect(throws: CacheStoreError.self) { try ClusterSlotMap(parsing: bad, answeredBy: answeredBy) }
+        }
+    }
+
+    // MARK: configuration
+
+    @Test("redis+cluster:// URLs name the seeds and the credentials")
+    func clusterURLs() throws {
+        let plain = try RESPClusterStore.Configuration(url: "redis+cluster://10.0.0.1:7000,10.0.0.2:7001,cache-3")
+        #expect(plain.seeds == [.init(host: "10.0.0.1", port: 7000), .init(host: "10.0.0.2", port: 7001), .init(host: "cache-3", port: 6379)])
+        #expect(plain.username == nil)
+        #expect(plain.password == nil)
+        #expect(plain.retryTimeout == .seconds(2))
+
+        let auth = try RESPClusterStore.Configuration(url: "redis+cluster://app:s3cr%3At%40@[::1]:7000,127.0.0.1:7001/0")
+        #expect(auth.seeds == [.init(host: "::1", port: 7000), .init(host: "127.0.0.1", port: 7001)])
+        #expect(auth.username == "app")
+        #expect(auth.password == "s3cr:t@")
+        #expect(auth.description.hasPrefix("redis+cluster://app:***@[::1]:7000,127.0.0.1:7001 (pool 4 per master"))
+
+        let passwordOnly = try RESPClusterStore.Configuration(url: "redis+cluster://:pw@h1:1")
+        #expect(passwordOnly.username == nil)
+        #expect(passwordOnly.password == "pw")
+
+        let pool = auth.nodeConfiguration(.init(host: "10.0.0.9", port: 7005), poolSize: 2)
+        #expect(pool.host == "10.0.0.9")
+        #expect(pool.port == 7005)
+        #expect(pool.poolSize == 2)
+        #expect(pool.password == "s3cr:t@")
+        #expect(pool.database == 0)
+    }
+
+    @Test("malformed cluster URLs are refused without showing the password")
+    func malformedClusterURLs() {
+        for (url, fragment) in [
+            ("redis://h:1", "use redis+cluster://"),
+            ("rediss+cluster://h:1", "TLS is not supported"),
+            ("redis+cluster://h:1/2", "database 0 only"),
+            ("redis+cluster://h:1,,h:2", "empty seed"),
+            ("redis+cluster://:secret@h:1,h:99999", "port"),
+            ("redis+cluster://", "empty seed"),
+        ] {
+            do {
+                _ = try RESPClusterStore.Configuration(url: url)
+                Issue.record("\(url) was accepted")
+            } catch {
+                #expect(error.message.contains(fragment), "\(url): \(error.message)")
+                #expect(!error.message.contains("secret"), "\(error.message)")
+            }
+        }
+        #expect(throws: RESPStore.ConfigurationError.self) { try RESPStore.Configuration(url: "redis+cluster://h:1") }
+    }
+}

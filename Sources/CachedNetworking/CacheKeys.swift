@@ -3,10 +3,16 @@ import HTTPTypes
 /// Store keys, readable in `redis-cli --scan`.
 ///
 /// - generation: `<namespace>:generation` (an integer, `INCR`ed by `invalidateAll`)
-/// - entry: `<namespace>:<generation>:<METHOD>:<url>`; a URL longer than the configured limit is written as
-///   its prefix then `#h:` and a 64-bit hash
+/// - entry: `<namespace>:<generation>:{<url hash>}:<METHOD>:<url>`; a URL longer than the configured limit is
+///   written as its prefix then `#h:` and a 64-bit hash
 /// - variant (responses with `Vary`): `<entry>#v:<index nonce>:<hash of the Vary'd values>`
 /// - fetch lease: `<entry>#lock`; background-refresh lease: `<entry or variant>#refresh`
+///
+/// `{<url hash>}` is a Redis Cluster hash tag: 16 hexadecimal digits of the normalized URL's FNV-1a hash. A
+/// cluster places a key by the text between its first `{` and the next `}`, so an entry, its `Vary` variants and
+/// its leases (they all begin with the entry key), and the entries of the URL's other methods and generations,
+/// share one slot, whatever the URL contains. (A namespace that itself contains `{…}` moves every key of the
+/// namespace into one slot: still correct, but not spread over the cluster.)
 ///
 /// Normalized URLs never contain `#`, so suffixes cannot collide with another URL's key.
 struct CacheKeys: Sendable {
@@ -16,8 +22,11 @@ struct CacheKeys: Sendable {
     var generationKey: String { "\(namespace):generation" }
 
     func entryKey(generation: Int, method: HTTPRequest.Method, uri: String) -> String {
-        "\(namespace):\(generation):\(method.rawValue):\(keyPart(uri))"
+        "\(namespace):\(generation):{\(Self.slotTag(uri))}:\(method.rawValue):\(keyPart(uri))"
     }
+
+    /// What the hash tag holds for `uri`: its hash, so that the tag is short and free of braces.
+    static func slotTag(_ uri: String) -> String { FNV1a64.hex(FNV1a64.hash(uri)) }
 
     func keyPart(_ uri: String) -> String {
         guard uri.utf8.count > maximumURLLength else { return uri }

@@ -1,3 +1,4 @@
+import HTTPTypes
 import NIOCore
 import Testing
 
@@ -5,7 +6,7 @@ import Testing
 
 /// How the cluster store places keys and reads the cluster's answers, without a cluster: key slots (CRC16 and
 /// hash tags, with the Redis Cluster specification's vectors), `MOVED`/`ASK` and transient errors, `CLUSTER SLOTS`
-/// replies, and `redis+cluster://` URLs.
+/// replies, `redis+cluster://` URLs, and the SDK's key layout keeping an entry's keys in one slot.
 @Suite("Redis Cluster routing")
 struct ClusterRoutingTests {
     // MARK: slots
@@ -196,5 +197,35 @@ struct ClusterRoutingTests {
             }
         }
         #expect(throws: RESPStore.ConfigurationError.self) { try RESPStore.Configuration(url: "redis+cluster://h:1") }
+    }
+
+    // MARK: key layout
+
+    @Test("an entry, its variants and leases, and the URL's other methods and generations share one slot")
+    func entryKeysShareASlot() {
+        let keys = CacheKeys(namespace: "catalog", maximumURLLength: 40)
+        let uri = "https://api.example.com/items?page={2}"
+        let entry = keys.entryKey(generation: 3, method: .get, uri: uri)
+        #expect(entry == "catalog:3:{\(FNV1a64.hex(FNV1a64.hash(uri)))}:GET:\(uri)")
+        let slot = ClusterSlots.slot(of: entry)
+        let related = [
+            CacheKeys.variantKey(entryKey: entry, nonce: 7, secondaryKey: "accept-language=en"),
+            CacheKeys.lockKey(entryKey: entry),
+            CacheKeys.refreshKey(entryKey: entry),
+            CacheKeys.refreshKey(entryKey: CacheKeys.variantKey(entryKey: entry, nonce: 7, secondaryKey: "x")),
+            keys.entryKey(generation: 3, method: .head, uri: uri),
+            keys.entryKey(generation: 4, method: .get, uri: uri),
+        ]
+        for key in related {
+            #expect(ClusterSlots.slot(of: key) == slot, "\(key)")
+        }
+        // A long URL is shortened, and keeps its slot.
+        let long = "https://api.example.com/" + String(repeating: "a", count: 100)
+        let longKey = keys.entryKey(generation: 0, method: .get, uri: long)
+        #expect(longKey.contains("#h:"))
+        #expect(ClusterSlots.slot(of: longKey) == ClusterSlots.slot(of: CacheKeys.lockKey(entryKey: longKey)))
+        // Different URLs spread out.
+        let slots = Set((0..<64).map { ClusterSlots.slot(of: keys.entryKey(generation: 0, method: .get, uri: "https://x/\($0)")) })
+        #expect(slots.count > 50)
     }
 }

@@ -53,7 +53,7 @@ struct ConcurrencyScenarioTests {
     func leaseWaiter() async throws {
         let h = try await Harness.make()
         h.serve("/l", [("Cache-Control", "max-age=60")], body: "from-holder", delay: .milliseconds(200))
-        let key = "cached:0:GET:http://127.0.0.1:\(h.origin.port)/l"
+        let key = entryKey("http://127.0.0.1:\(h.origin.port)/l")
         // Another process holds the lease for this miss.
         #expect(try await h.store.setIfAbsent(key + "#lock", to: ByteBuffer(string: "other"), ttl: .seconds(30)))
         async let waiter = h.get("/l")
@@ -76,7 +76,7 @@ struct ConcurrencyScenarioTests {
             $0.storeTimeout = .seconds(60)  // the hooked store read runs another fetch inside it
         }
         h.serve("/race", [("Cache-Control", "max-age=60")], body: "from-holder")
-        let key = "cached:0:GET:http://127.0.0.1:\(h.origin.port)/race"
+        let key = entryKey("http://127.0.0.1:\(h.origin.port)/race")
         #expect(try await h.store.setIfAbsent(key + "#lock", to: ByteBuffer(string: "other"), ttl: .seconds(30)))
         // The waiter polls: the stored response (none yet), then the lease. The other process finishes in
         // between: it stores its response, then releases the lease.
@@ -97,7 +97,7 @@ struct ConcurrencyScenarioTests {
     func leaseHolderDied() async throws {
         let h = try await Harness.make { $0.leaseWait = .milliseconds(100) }
         h.serve("/dead", [("Cache-Control", "max-age=60")])
-        let key = "cached:0:GET:http://127.0.0.1:\(h.origin.port)/dead"
+        let key = entryKey("http://127.0.0.1:\(h.origin.port)/dead")
         #expect(try await h.store.setIfAbsent(key + "#lock", to: ByteBuffer(string: "dead"), ttl: .seconds(30)))
         let clock = ContinuousClock()
         let start = clock.now

@@ -6,6 +6,8 @@ import HTTPTypes
 import NIOCore
 import Synchronization
 
+@testable import CachedNetworking
+
 /// One AsyncHTTPClient transport for the whole test process (its client lives until the process exits).
 let sharedTransport = AsyncHTTPClientTransport(timeout: .seconds(10))
 
@@ -153,4 +155,10 @@ final class TestTimer: TimerHandler, Sendable {
 final class TestFloatingCounter: FloatingPointCounterHandler, Sendable {
     func increment(by amount: Double) {}
     func reset() {}
+}
+
+/// The store key of the response to `method url`, written out as the SDK lays keys out:
+/// `<namespace>:<generation>:{<url hash>}:<METHOD>:<url>`, the braces a Redis Cluster hash tag.
+func entryKey(_ url: String, namespace: String = "cached", generation: Int = 0, method: String = "GET") -> String {
+    "\(namespace):\(generation):{\(FNV1a64.hex(FNV1a64.hash(url)))}:\(method):\(url)"
 }

@@ -58,7 +58,7 @@ struct InvalidationScenarioTests {
         #expect(h.store.count(of: .increment) == 1)
         #expect(h.store.count(of: .remove) == removals)
         #expect(try await h.get("/a").source == .network)
-        #expect(h.store.keys.contains { $0.hasPrefix("cached:1:GET:") })
+        #expect(h.store.keys.contains(entryKey("http://127.0.0.1:\(h.origin.port)/a", generation: 1)))
         await h.stop()
     }
 

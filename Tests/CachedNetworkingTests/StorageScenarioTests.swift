@@ -81,7 +81,7 @@ struct StorageScenarioTests {
         let h = try await Harness.make { $0.namespace = "svc" }
         h.serve("/k?q=1", [("Cache-Control", "max-age=60")])
         _ = try await h.get("/k?q=1")
-        #expect(h.store.keys.contains("svc:0:GET:http://127.0.0.1:\(h.origin.port)/k?q=1"))
+        #expect(h.store.keys.contains(entryKey("http://127.0.0.1:\(h.origin.port)/k?q=1", namespace: "svc")))
         await h.stop()
     }
 
@@ -91,8 +91,9 @@ struct StorageScenarioTests {
         let path = "/long?" + String(repeating: "x", count: 600)
         h.serve(path, [("Cache-Control", "max-age=60")])
         _ = try await h.get(path)
-        let key = try #require(h.store.keys.first { $0.hasPrefix("cached:0:GET:") })
-        #expect(key.utf8.count <= 256 + "cached:0:GET:".count)
+        // `cached:0:{<16 hex digits>}:GET:` then at most 256 bytes.
+        let key = try #require(h.store.keys.first { $0.hasPrefix("cached:0:{") && $0.contains("}:GET:") })
+        #expect(key.utf8.count <= 256 + "cached:0:{0123456789abcdef}:GET:".utf8.count)
         #expect(key.contains("#h:"))
         #expect(try await h.get(path).source == .cache)
         await h.stop()

@@ -13,7 +13,9 @@ struct CachedFetch: AsyncParsableCommand {
         discussion: "Prints the body on standard output and the Cache-Status line on standard error."
     )
 
-    @Option(name: .long, help: "The store: memory, or redis://[user:password@]host:port[/db].")
+    @Option(
+        name: .long,
+        help: "The store: memory, redis://[user:password@]host:port[/db], or redis+cluster://[user:password@]host:port,host:port…")
     var store: String = "memory"
 
     @Option(name: .long, help: "The key namespace.")

@@ -5,15 +5,20 @@ import NIOCore
 enum StoreSpec: Equatable {
     case memory
     case redis(String)
+    case redisCluster(String)
 
-    /// Reads `memory` or a `redis://[user:password@]host:port[/db]` URL.
+    /// Reads `memory`, a `redis://[user:password@]host:port[/db]` URL, or a
+    /// `redis+cluster://[user:password@]host:port,host:port…` URL.
     init(parsing text: String) throws(StoreSpecError) {
         if text == "memory" {
             self = .memory
         } else if text.hasPrefix("redis://") && text.count > "redis://".count {
             self = .redis(text)
+        } else if text.hasPrefix("redis+cluster://") && text.count > "redis+cluster://".count {
+            self = .redisCluster(text)
         } else {
-            throw StoreSpecError(message: "unknown store '\(text)': use memory or redis://host:port[/db]")
+            throw StoreSpecError(
+                message: "unknown store '\(text)': use memory, redis://host:port[/db] or redis+cluster://host:port,…")
         }
     }
 }
@@ -25,8 +30,8 @@ struct StoreSpecError: Error, CustomStringConvertible {
 }
 
 /// Makes the store `spec` names: a ``MemoryStore`` that lives as long as this process (one fetch, so every
-/// run is a miss that shows what would be stored), or a ``RESPStore`` on a `cached-server` or Redis server,
-/// behind a circuit breaker.
+/// run is a miss that shows what would be stored), a ``RESPStore`` on a `cached-server` or Redis server, or a
+/// ``RESPClusterStore`` on a Redis Cluster, behind a circuit breaker.
 func makeStore(_ spec: StoreSpec) throws(StoreSpecError) -> any CacheStore {
     switch spec {
     case .memory:
@@ -34,6 +39,12 @@ func makeStore(_ spec: StoreSpec) throws(StoreSpecError) -> any CacheStore {
     case .redis(let url):
         do {
             return FailOpenStore(wrapping: try RESPStore(url: url, poolSize: 2))
+        } catch {
+            throw StoreSpecError(message: "\(error)")
+        }
+    case .redisCluster(let url):
+        do {
+            return FailOpenStore(wrapping: try RESPClusterStore(url: url, poolSize: 2))
         } catch {
             throw StoreSpecError(message: "\(error)")
         }

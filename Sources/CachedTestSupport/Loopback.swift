@@ -12,6 +12,21 @@ public func freeLoopbackPort() throws -> Int {
     return try boundPort(fd)
 }
 
+/// A TCP port `p` on 127.0.0.1 such that nothing listens on `p` nor on `p + offset` right now (a Redis Cluster node
+/// listens on its port and on port + 10000 for its cluster bus). Both are below Linux's ephemeral port range, so
+/// that outgoing connections do not take them in the meantime.
+public func freeLoopbackPort(alsoFreeAt offset: Int) throws -> Int {
+    for _ in 0..<500 {
+        let port = Int.random(in: 15000..<(32768 - offset))
+        guard let first = try? listenOnLoopback(port: port) else { continue }
+        defer { close(first.fd) }
+        guard let second = try? listenOnLoopback(port: port + offset) else { continue }
+        close(second.fd)
+        return port
+    }
+    throw TestEnvironmentError("found no free loopback port p with p + \(offset) free too")
+}
+
 /// A socket listening on 127.0.0.1:`port` (0 for any free port), and the port it got. The caller closes it.
 /// - Parameter reuseAddress: sets `SO_REUSEADDR`, to listen again on a port whose connections linger in TIME_WAIT.
 public func listenOnLoopback(port: Int = 0, backlog: Int32 = 16, reuseAddress: Bool = false) throws -> (fd: Int32, port: Int) {

@@ -64,15 +64,16 @@ public final class ServerProcess: @unchecked Sendable {
 
     /// Starts a server of `kind` on a free loopback port with extra directives (`["--maxmemory", "1mb"]`),
     /// and waits until it answers PING (or an error such as `NOAUTH`: it is up either way). `environment` is added
-    /// to the test's own.
+    /// to the test's own. `choosingPort` picks the port (again for each of up to five attempts).
     public static func start(
-        _ kind: Kind, arguments: [String] = [], config: ConfigSource = .flags, environment: [String: String] = [:]
+        _ kind: Kind, arguments: [String] = [], config: ConfigSource = .flags, environment: [String: String] = [:],
+        choosingPort: () throws -> Int = freeLoopbackPort
     ) throws -> ServerProcess {
         let executable = try ExternalProgram.server(kind).path()
         var lastError: Error = TestEnvironmentError("could not start \(kind.rawValue)")
         for _ in 0..<5 {
             let work = try makeDirectory()
-            let port = try freeLoopbackPort()
+            let port = try choosingPort()
             var args: [String]
             switch config {
             case .flags:

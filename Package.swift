@@ -105,6 +105,12 @@ let package = Package(
         // redis-server on free loopback ports, stopping, killing and restarting them, running programs with a
         // timeout. Not a product.
         .target(name: "CachedTestSupport"),
+        // The CacheStore contract as checks (swift-testing expectations) that the store suites of several test
+        // targets run against their stores. Not a product.
+        .target(
+            name: "CachedStoreContract",
+            dependencies: ["CachedNetworking", .product(name: "NIOCore", package: "swift-nio")]
+        ),
         .testTarget(
             name: "HTTPCachingTests",
             dependencies: ["HTTPCaching", .product(name: "HTTPTypes", package: "swift-http-types")]
@@ -112,7 +118,7 @@ let package = Package(
         .testTarget(
             name: "CachedNetworkingTests",
             dependencies: [
-                "CachedNetworking", "CachedNetworkingTesting", "HTTPCaching", "CachedTestSupport",
+                "CachedNetworking", "CachedNetworkingTesting", "HTTPCaching", "CachedTestSupport", "CachedStoreContract",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,3 +1,4 @@
+import CachedStoreContract
 import CachedTestSupport
 import Foundation
 import NIOCore

@@ -1,3 +1,4 @@
+import CachedStoreContract
 import CachedTestSupport
 import Foundation
 import NIOCore
@@ -82,60 +83,26 @@ extension Trait where Self == LiveServersTrait {
     static var liveServers: Self { LiveServersTrait() }
 }
 
-/// A store under test, with a key prefix of its own (tests share servers and run in parallel) and a way to
-/// let time pass.
-struct StoreFixture: Sendable {
-    let kind: StoreUnderTest
-    let store: any CacheStore
-    /// The memory store's clock; nil for networked stores (they use real time).
-    let clock: ManualTestClock?
-    let prefix: String
-
-    func key(_ name: String) -> String { prefix + name }
-
-    /// True once `key` reads as missing; for the memory store after moving its clock past `ttl`, for
-    /// networked stores after polling real time (bounded generously: a loaded machine can stall a test for
-    /// seconds, and the bound is only reached when the test fails anyway).
-    func expires(_ key: String, after ttl: Duration) async throws -> Bool {
-        if let clock {
-            clock.advance(by: ttl + .milliseconds(1))
-            return try await store.get(key) == nil
-        }
-        let deadline = ContinuousClock.now + ttl + .seconds(10)
-        while ContinuousClock.now < deadline {
-            if try await store.get(key) == nil { return true }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return false
-    }
-
-    /// Lets `duration` pass (on the memory store's clock, or for real).
-    func pass(_ duration: Duration) async throws {
-        if let clock { clock.advance(by: duration) } else { try await Task.sleep(for: duration) }
-    }
-}
-
 /// Runs `body` with a fresh store of `kind`, and shuts the store down afterwards.
 func withStore<T>(
     _ kind: StoreUnderTest,
     configure: (inout RESPStore.Configuration) -> Void = { _ in },
-    _ body: (StoreFixture) async throws -> T
+    _ body: (ContractStore) async throws -> T
 ) async throws -> T {
-    let fixture: StoreFixture
+    let fixture: ContractStore
     switch kind {
     case .memory:
         let clock = ManualTestClock()
-        fixture = StoreFixture(
-            kind: kind, store: MemoryStore(maxBytes: 64 << 20, cleanupInterval: nil, clock: clock), clock: clock,
-            prefix: "")
+        fixture = ContractStore(
+            store: MemoryStore(maxBytes: 64 << 20, cleanupInterval: nil, clock: clock), prefix: "",
+            advanceClock: { clock.advance(by: $0) })
     case .cachedServer, .redisServer:
         let server = try LiveServersTrait.server(kind.serverKind!)
         var configuration = try RESPStore.Configuration(url: "redis://127.0.0.1:\(server.port)")
         configuration.commandTimeout = .seconds(5)
         configure(&configuration)
-        fixture = StoreFixture(
-            kind: kind, store: RESPStore(configuration: configuration), clock: nil,
-            prefix: "test:\(UUID().uuidString):")
+        fixture = ContractStore(
+            store: RESPStore(configuration: configuration), prefix: "test:\(UUID().uuidString):", advanceClock: nil)
     }
     do {
         let result = try await body(fixture)

@@ -17,7 +17,7 @@ INSTALL_BIN ?= $(RELEASE_BIN)
 APT_PACKAGES = libhiredis-dev libjemalloc-dev redis-server redis-tools pkg-config systemd
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build release run test deps install install-files uninstall clean bench bench-check bench-hitratio
+.PHONY: all build release run test test-cluster deps install install-files uninstall clean bench bench-check bench-hitratio
 
 all: build
 
@@ -47,8 +47,16 @@ run: release
 # hiredis and redis-py, in parallel and in a process of their own.
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --skip IntegrationTests --no-parallel
+	$(SWIFT) test --skip-build --skip IntegrationTests --skip ClusterTests --no-parallel
 	$(SWIFT) test --skip-build --filter IntegrationTests
+
+# The SDK on a real Redis Cluster (3 masters and 3 replicas of redis-server on loopback, one cluster per suite):
+# the store contract, routing and key layout, traffic while `redis-cli --cluster reshard` moves slots, and a
+# master killed during traffic. One test at a time: the load tests need the machine's cores. The routing unit
+# tests (no cluster) run with `make test` too.
+test-cluster: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build --filter 'ClusterTests|ClusterRoutingTests' --no-parallel
 
 # Server benchmark against redis-server (needs redis-server and redis-tools; see docs/performance.md).
 # Extra options go in BENCH_ARGS, e.g. make bench BENCH_ARGS='--rounds 5'.

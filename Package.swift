@@ -126,6 +126,16 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
+        // The SDK on a real Redis Cluster (3 masters, 3 replicas on loopback): slow, so `make test` skips it and
+        // `make test-cluster` runs it.
+        .testTarget(
+            name: "ClusterTests",
+            dependencies: [
+                "CachedNetworking", "CachedNetworkingTesting", "CachedTestSupport", "CachedStoreContract",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         .testTarget(
             name: "RESPTests",
             dependencies: [

@@ -207,6 +207,9 @@ struct ClusterRoutingTests {
         let uri = "https://api.example.com/items?page={2}"
         let entry = keys.entryKey(generation: 3, method: .get, uri: uri)
         #expect(entry == "catalog:3:{\(FNV1a64.hex(FNV1a64.hash(uri)))}:GET:\(uri)")
+        // The example of docs/sdk.md.
+        #expect(keys.entryKey(generation: 3, method: .get, uri: "https://api.example.com/items")
+            == "catalog:3:{349432f7a1fdf96e}:GET:https://api.example.com/items")
         let slot = ClusterSlots.slot(of: entry)
         let related = [
             CacheKeys.variantKey(entryKey: entry, nonce: 7, secondaryKey: "accept-language=en"),

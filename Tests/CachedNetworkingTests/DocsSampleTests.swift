@@ -35,6 +35,18 @@ private enum QuickStart {
         return (store, shared)
     }
 
+    static func clusterStores() throws -> (RESPClusterStore, RESPClusterStore) {
+        let clustered = try RESPClusterStore(url: "redis+cluster://:s3cret@10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000")
+        return (clustered, try clusterStore())
+    }
+
+    static func clusterStore() throws(RESPStore.ConfigurationError) -> RESPClusterStore {
+        var configuration = try RESPClusterStore.Configuration(url: "redis+cluster://app:s3cret@10.0.0.1:7000,10.0.0.2:7000")
+        configuration.poolSize = 4                       // connections (threads) per master
+        configuration.retryTimeout = .seconds(2)         // how long a call retries through resharding and failover
+        return RESPClusterStore(configuration: configuration)
+    }
+
     static func configureOverrides() -> CachedNetworking.Configuration {
         var configuration = CachedNetworking.Configuration()
         configuration.lifetimeOverrides = [
@@ -136,6 +148,19 @@ struct DocsSampleTests {
         #expect(shared.base.configuration.port == 6379)
         await store.shutdown()
         await shared.shutdown()
+    }
+
+    @Test("the cluster samples configure what they say")
+    func clusterSamples() async throws {
+        let (clustered, configured) = try QuickStart.clusterStores()
+        #expect(clustered.configuration.seeds.map(\.description) == ["10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"])
+        #expect(clustered.configuration.password == "s3cret")
+        #expect(configured.configuration.username == "app")
+        #expect(configured.configuration.seeds.count == 2)
+        #expect(configured.configuration.poolSize == 4)
+        #expect(configured.configuration.retryTimeout == .seconds(2))
+        await clustered.shutdown()
+        await configured.shutdown()
     }
 
     @Test("the override sample matches what it says")

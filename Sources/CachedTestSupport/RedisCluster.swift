@@ -151,11 +151,13 @@ public final class RedisCluster: @unchecked Sendable {
         ])
     }
 
-    /// Kills every node and removes their directories' contents with them (each ``ServerProcess`` removes its
-    /// directory when released). Safe to call more than once.
+    /// Kills every node and removes its directory (`nodes.conf`, replication files). Safe to call more than once.
     public func stop() {
         for server in servers { server.send(signal: SIGKILL) }
-        for server in servers { server.kill() }
+        for server in servers {
+            server.kill()
+            try? FileManager.default.removeItem(at: server.directory)
+        }
     }
 
     // MARK: private

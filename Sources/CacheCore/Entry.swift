@@ -15,11 +15,11 @@ import Darwin
 /// value takes 119 bytes, which the allocator serves from its 128-byte class.
 /// Entries with an expiry live in an arena of their own (see ``EntryMemory``).
 /// An `Entry` is a borrowed view: it is valid only while its shard's lock is held and the entry is in the table.
-package struct Entry {
-    package let base: UnsafeMutableRawPointer
+public struct Entry {
+    @usableFromInline package let base: UnsafeMutableRawPointer
 
     @inlinable @inline(__always)
-    package init(_ base: UnsafeMutableRawPointer) { self.base = base }
+    @usableFromInline package init(_ base: UnsafeMutableRawPointer) { self.base = base }
 
     @usableFromInline static let hasExpiryFlag: UInt8 = 0x01
     /// Bits 1-2: how often the entry was read since the eviction hand last passed it, saturating at 3
@@ -115,7 +115,7 @@ package struct Entry {
 
     /// Bytes this entry occupies in the heap (the allocator's size class).
     @inlinable
-    package var allocatedSize: Int {
+    @usableFromInline package var allocatedSize: Int {
         EntryMemory.allocatedSize(base)
     }
 
@@ -169,7 +169,7 @@ package struct Entry {
     /// Allocates an entry whose value bytes are left for the caller to fill (through ``mutableValue``).
     /// Returns nil when memory is exhausted.
     @inlinable
-    package static func allocate(
+    @usableFromInline package static func allocate(
         key: UnsafeRawBufferPointer,
         valueCount: Int,
         expiry: Int64?

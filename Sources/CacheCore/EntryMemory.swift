@@ -14,7 +14,7 @@ import Musl
 /// in their own arena (and never passed through a thread cache, which would hand their memory to other
 /// allocations), they leave whole pages empty when they expire, and ``purgeVolatile()`` returns those pages.
 /// jemalloc's size classes also fit entries closely: a 116-byte entry takes 128 bytes, with no chunk header.
-package enum EntryMemory {
+@usableFromInline package enum EntryMemory {
     /// The arena of entries with a TTL, created on first use.
     @usableFromInline static let volatileFlags: Int32 = {
         var arena: UInt32 = 0
@@ -36,20 +36,20 @@ package enum EntryMemory {
     /// Entries are always jemalloc's (`mallocx`, never `malloc`), because ``allocatedSize(_:)`` asks jemalloc
     /// about them: `malloc` is jemalloc's only while nothing else interposes it, and a sanitizer's runtime does.
     @inlinable @inline(__always)
-    package static func allocate(_ size: Int, volatile: Bool) -> UnsafeMutableRawPointer? {
+    @usableFromInline package static func allocate(_ size: Int, volatile: Bool) -> UnsafeMutableRawPointer? {
         let request = max(size, 16)
         return mallocx(request, volatile ? volatileFlags : 0)
     }
 
     /// Frees what ``allocate(_:volatile:)`` returned, with the same `volatile`.
     @inlinable @inline(__always)
-    package static func free(_ pointer: UnsafeMutableRawPointer, volatile: Bool) {
+    @usableFromInline package static func free(_ pointer: UnsafeMutableRawPointer, volatile: Bool) {
         dallocx(pointer, volatile ? volatileFlags : 0)
     }
 
     /// The bytes the allocator really set aside for `pointer` (its size class).
     @inlinable @inline(__always)
-    package static func allocatedSize(_ pointer: UnsafeMutableRawPointer) -> Int {
+    @usableFromInline package static func allocatedSize(_ pointer: UnsafeMutableRawPointer) -> Int {
         sallocx(pointer, 0)
     }
 

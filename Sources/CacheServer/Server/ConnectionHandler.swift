@@ -10,16 +10,18 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     package typealias OutboundOut = ByteBuffer
 
     private let server: ServerState
-    private var session: ClientSession?
-    private var parser = RESPRequestParser()
+    // The state below is touched only on the channel's event loop, one callback at a time, so the per-command
+    // path skips Swift's run-time exclusivity checks on it.
+    @exclusivity(unchecked) private var session: ClientSession?
+    @exclusivity(unchecked) private var parser = RESPRequestParser()
     /// Bytes of a command that has not arrived whole yet.
-    private var pending: ByteBuffer?
-    private var output: ByteBuffer
-    private var closing = false
-    private var limits: RESPRequestLimits
-    private var queryBufferLimit: Int
-    private var outputLimit: ServerConfiguration.OutputBufferLimit
-    private var limitsGeneration = 0
+    @exclusivity(unchecked) private var pending: ByteBuffer?
+    @exclusivity(unchecked) private var output: ByteBuffer
+    @exclusivity(unchecked) private var closing = false
+    @exclusivity(unchecked) private var limits: RESPRequestLimits
+    @exclusivity(unchecked) private var queryBufferLimit: Int
+    @exclusivity(unchecked) private var outputLimit: ServerConfiguration.OutputBufferLimit
+    @exclusivity(unchecked) private var limitsGeneration = 0
 
     /// Redis 7.0's reply to a non-local client while protected mode is on and no password is set.
     static let protectedModeMessage =
@@ -318,7 +320,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     /// Whether replies were handed to the channel since the last flush.
-    private var unflushed = false
+    @exclusivity(unchecked) private var unflushed = false
 
     private func flush(context: ChannelHandlerContext) {
         write(context: context)

@@ -31,16 +31,19 @@ package enum EntryMemory {
     ///
     /// The result is 16-byte aligned, as table slots require: jemalloc aligns each allocation to its size
     /// class, and every class from 16 bytes up is a multiple of 16, so requests are rounded up to 16.
+    ///
+    /// Entries are always jemalloc's (`mallocx`, never `malloc`), because ``allocatedSize(_:)`` asks jemalloc
+    /// about them: `malloc` is jemalloc's only while nothing else interposes it, and a sanitizer's runtime does.
     @inlinable @inline(__always)
     package static func allocate(_ size: Int, volatile: Bool) -> UnsafeMutableRawPointer? {
         let request = max(size, 16)
-        return volatile ? mallocx(request, volatileFlags) : malloc(request)
+        return mallocx(request, volatile ? volatileFlags : 0)
     }
 
     /// Frees what ``allocate(_:volatile:)`` returned, with the same `volatile`.
     @inlinable @inline(__always)
     package static func free(_ pointer: UnsafeMutableRawPointer, volatile: Bool) {
-        if volatile { dallocx(pointer, volatileFlags) } else { CJemalloc.free(pointer) }
+        dallocx(pointer, volatile ? volatileFlags : 0)
     }
 
     /// The bytes the allocator really set aside for `pointer` (its size class).

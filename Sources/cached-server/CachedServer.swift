@@ -62,7 +62,7 @@ struct CachedServer: AsyncParsableCommand {
             break
         }
 
-        let configuration: ServerConfiguration
+        var configuration: ServerConfiguration
         do {
             configuration = try ServerConfiguration.load(ServerCommandLine.parse(arguments))
         } catch {
@@ -90,6 +90,13 @@ struct CachedServer: AsyncParsableCommand {
         if !configuration.savePoints.isEmpty || configuration.appendOnly {
             logger.warning("save and appendonly are accepted for compatibility, but cached-server keeps data in memory only")
         }
+        // As Redis does: room for maxclients connections and 32 more descriptors, or fewer clients.
+        let files = OpenFilesLimit.adjust(maxClients: configuration.maxClients)
+        for message in files.messages {
+            if files.raised { logger.notice("\(message)") } else { logger.warning("\(message)") }
+        }
+        if files.fatal { throw ExitCode.failure }
+        configuration.maxClients = files.maxClients
 
         do {
             try await runServer(configuration: configuration, logger: logger)

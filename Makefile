@@ -10,7 +10,7 @@ RELEASE_BIN = .build/release/cached-server
 APT_PACKAGES = libhiredis-dev libjemalloc-dev redis-server redis-tools pkg-config
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build release run test deps install uninstall clean bench bench-check
+.PHONY: all build release run test deps install uninstall clean bench bench-check fuzz fuzz-check fuzz-build
 
 all: build
 
@@ -54,6 +54,34 @@ bench:
 bench-check:
 	$(SWIFT) build -c release --product cached-server
 	python3 Benchmarks/server_bench.py --binary $(RELEASE_BIN) --quick $(BENCH_ARGS)
+
+# Fuzzing with libFuzzer (docs/architecture.md, "Hardening"): the request parser, the reply decoder and the command layer, each
+# for FUZZ_SECONDS, starting from the corpus in Tests/Fuzz/corpus. New inputs go to fuzz-artifacts/corpus, and a
+# crash stops the run with its input in fuzz-artifacts/. The targets are built in their own scratch directory
+# with -sanitize=fuzzer,address and -D FUZZING (which replaces their plain-build main by libFuzzer's).
+FUZZ_TARGETS  = fuzz-request fuzz-reply fuzz-commands
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD    = .build-fuzz
+FUZZ_FLAGS    = --scratch-path $(FUZZ_BUILD) -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING
+# One input may take at most 10 s; no single allocation may exceed 256 MB (nothing the inputs can declare
+# must turn into memory); inputs are at most 8 KB.
+FUZZ_OPTIONS ?= -timeout=10 -malloc_limit_mb=256 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1
+
+fuzz-build:
+	@for t in $(FUZZ_TARGETS); do $(SWIFT) build $(FUZZ_FLAGS) --product $$t || exit 1; done
+
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p fuzz-artifacts/corpus/$$t; \
+	  echo "== $$t for $(FUZZ_SECONDS) s"; \
+	  SWIFT_BACKTRACE=enable=no $(FUZZ_BUILD)/debug/$$t fuzz-artifacts/corpus/$$t Tests/Fuzz/corpus/$$t \
+	    -dict=Tests/Fuzz/$${t#fuzz-}.dict -max_total_time=$(FUZZ_SECONDS) \
+	    -artifact_prefix=fuzz-artifacts/$$t- $(FUZZ_OPTIONS) || exit 1; \
+	done
+
+# The same, bounded (20 s per target): .ci/run calls it after make test.
+fuzz-check:
+	$(MAKE) fuzz FUZZ_SECONDS=20
 
 install: release
 	install -d $(BINDIR)

@@ -43,8 +43,16 @@ final class ServerProcess: @unchecked Sendable {
 
     /// Starts a server of `kind` on a free loopback port with extra directives (`["--maxmemory", "1mb"]`),
     /// and waits until it answers PING.
-    static func start(_ kind: Kind, arguments: [String] = [], config: ConfigSource = .flags) throws -> ServerProcess {
-        let executable = try executablePath(for: kind)
+    /// With `openFilesSoftLimit`, the server starts with that soft limit on open files (through `prlimit`).
+    static func start(
+        _ kind: Kind, arguments: [String] = [], config: ConfigSource = .flags, openFilesSoftLimit: Int? = nil
+    ) throws -> ServerProcess {
+        var executable = try executablePath(for: kind)
+        var prefix: [String] = []
+        if let openFilesSoftLimit {
+            prefix = ["--nofile=\(openFilesSoftLimit):", executable]
+            executable = try findOnPath("prlimit", package: "util-linux")
+        }
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("cached-test-\(UUID().uuidString)")
         var lastError: Error = TestEnvironmentError("could not start \(kind.rawValue)")
         for _ in 0..<5 {
@@ -61,7 +69,7 @@ final class ServerProcess: @unchecked Sendable {
                 if case .file = config { args = [file.path] } else { args = ["--config", file.path] }
             }
             args += defaultArguments(for: kind, work: work) + arguments
-            let (process, err) = try spawn(executable, args, in: work)
+            let (process, err) = try spawn(executable, prefix + args, in: work)
             let server = ServerProcess(kind: kind, port: port, process: process, stderrPipe: err, workDirectory: work)
             do {
                 try server.waitUntilReady(timeout: 15)
@@ -128,6 +136,24 @@ final class ServerProcess: @unchecked Sendable {
         guard let fd = try? connectLoopback(port: port) else { return true }
         close(fd)
         return false
+    }
+
+    /// The server process's resident memory in bytes (VmRSS).
+    func residentBytes() throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+        else { throw TestEnvironmentError("no VmRSS for \(pid)") }
+        return kilobytes * 1024
+    }
+
+    /// The server process's soft limit on open files, from /proc/PID/limits.
+    func openFilesSoftLimit() throws -> Int {
+        let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+        guard let line = limits.split(separator: "\n").first(where: { $0.hasPrefix("Max open files") }),
+            let soft = Int(line.dropFirst("Max open files".count).split(separator: " ").first ?? "")
+        else { throw TestEnvironmentError("no open files limit in /proc/\(pid)/limits") }
+        return soft
     }
 
     /// Stops the server and removes its working directory.

@@ -6,11 +6,19 @@ PREFIX     ?= /usr/local
 DESTDIR    ?=
 PORT       ?= 6379
 BINDIR      = $(DESTDIR)$(PREFIX)/bin
+# systemd reads units from $(PREFIX)/lib/systemd/system for PREFIX /usr/local and /usr.
+UNITDIR     = $(DESTDIR)$(PREFIX)/lib/systemd/system
+# The config file's place is fixed, whatever PREFIX is: the unit names it.
+CONFDIR     = $(DESTDIR)/etc/cached
 RELEASE_BIN = .build/release/cached-server
-APT_PACKAGES = libhiredis-dev libjemalloc-dev redis-server redis-tools pkg-config
+# The binary install-files installs (install builds it first).
+INSTALL_BIN ?= $(RELEASE_BIN)
+# systemd provides systemd-analyze, which the tests use to verify the unit.
+APT_PACKAGES = libhiredis-dev libjemalloc-dev redis-server redis-tools pkg-config systemd
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build release run test deps install uninstall clean bench bench-check fuzz fuzz-check fuzz-build test-sanitize
+.PHONY: all build release run test deps install install-files uninstall clean bench bench-check bench-hitratio \
+        fuzz fuzz-check fuzz-build test-sanitize
 
 all: build
 
@@ -35,12 +43,12 @@ release: deps
 run: release
 	$(RELEASE_BIN) --port $(PORT)
 
-# Unit and SDK tests first, then the live tests that start servers and drive them with redis-cli, hiredis and
-# redis-py: in separate processes, so that tests that wait on processes and sockets never hold up the
-# thread pool of tests that measure timeouts.
+# Unit and SDK tests first, one at a time (some check that timeouts fire promptly, which a thread pool busy with
+# other tests would make meaningless), then the live tests that start servers and drive them with redis-cli,
+# hiredis and redis-py, in parallel and in a process of their own.
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --skip IntegrationTests
+	$(SWIFT) test --skip-build --skip IntegrationTests --no-parallel
 	$(SWIFT) test --skip-build --filter IntegrationTests
 
 # Server benchmark against redis-server (needs redis-server and redis-tools; see docs/performance.md).
@@ -54,6 +62,11 @@ bench:
 bench-check:
 	$(SWIFT) build -c release --product cached-server
 	python3 Benchmarks/server_bench.py --binary $(RELEASE_BIN) --quick $(BENCH_ARGS)
+
+# Hit ratio of every maxmemory-policy (and of redis-server's allkeys-lru) on a Zipf workload at a memory
+# limit of 10% of the working set (Benchmarks/hitratio.py; python3 with numpy).
+bench-hitratio: release
+	python3 Benchmarks/hitratio.py --cached $(RELEASE_BIN)
 
 # Fuzzing with libFuzzer (docs/architecture.md, "Hardening"): the request parser, the reply decoder and the
 # command layer, each for FUZZ_SECONDS, starting from the corpus in Tests/Fuzz/corpus. New inputs go to
@@ -109,12 +122,30 @@ test-sanitize:
 	ASAN_OPTIONS=detect_leaks=0 \
 	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan --filter '$(SANITIZE_TESTS)'
 
+# Builds a release binary, then installs it with the systemd unit and the default config.
 install: release
-	install -d $(BINDIR)
-	install -m 0755 $(RELEASE_BIN) $(BINDIR)/cached-server
+	$(MAKE) --no-print-directory install-files
 
+# Installs without building: the binary (INSTALL_BIN), the unit with ExecStart pointing at that binary, and
+# the config file unless one is there already (an operator's edits are kept; the shipped one is left beside it
+# as cached.conf.default).
+install-files:
+	install -d $(BINDIR) $(UNITDIR) $(CONFDIR)
+	install -m 0755 $(INSTALL_BIN) $(BINDIR)/cached-server
+	sed 's|^ExecStart=/usr/local/bin/cached-server |ExecStart=$(PREFIX)/bin/cached-server |' \
+	  deploy/cached-server.service > $(UNITDIR)/cached-server.service.tmp
+	chmod 0644 $(UNITDIR)/cached-server.service.tmp
+	mv $(UNITDIR)/cached-server.service.tmp $(UNITDIR)/cached-server.service
+	@if [ -e $(CONFDIR)/cached.conf ]; then \
+	  install -m 0644 deploy/cached.conf $(CONFDIR)/cached.conf.default; \
+	  echo "kept the existing $(CONFDIR)/cached.conf (the shipped one is cached.conf.default)"; \
+	else \
+	  install -m 0644 deploy/cached.conf $(CONFDIR)/cached.conf; \
+	fi
+
+# Removes the binary and the unit; the config file and the snapshots stay.
 uninstall:
-	rm -f $(BINDIR)/cached-server
+	rm -f $(BINDIR)/cached-server $(UNITDIR)/cached-server.service
 
 clean:
 	$(SWIFT) package clean

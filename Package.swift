@@ -101,6 +101,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Helpers the live test targets share (test targets cannot import each other): starting cached-server and
+        // redis-server on free loopback ports, stopping, killing and restarting them, running programs with a
+        // timeout. Not a product.
+        .target(name: "CachedTestSupport"),
         // Fuzzing (docs/architecture.md, "Hardening"): the properties each libFuzzer target checks, shared with a test that replays
         // the corpus, and one executable per target. A plain build gives those executables a main that says how to
         // build them; `make fuzz` builds them with -sanitize=fuzzer,address -D FUZZING.
@@ -127,7 +131,7 @@ let package = Package(
         .testTarget(
             name: "CachedNetworkingTests",
             dependencies: [
-                "CachedNetworking", "CachedNetworkingTesting", "HTTPCaching",
+                "CachedNetworking", "CachedNetworkingTesting", "HTTPCaching", "CachedTestSupport",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -154,7 +158,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["RESP", "CHiredis", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["RESP", "CHiredis", "CachedTestSupport", .product(name: "NIOCore", package: "swift-nio")],
             exclude: ["Python"],
             resources: [.copy("Corpus")]
         ),

@@ -8,9 +8,11 @@ import Darwin
 
 /// One key and its value in a single heap block, with no object header:
 ///
-///     [flags: 1][key length: varint][value length: varint][expiry ms: 8, if flagged][key][value]
+///     [flags: 1][access: 3][key length: varint][value length: varint][expiry ms: 8, if flagged][key][value]
 ///
-/// A 13-byte key with a 100-byte value takes 116 bytes, which the allocator serves from its 128-byte class.
+/// `flags` holds the expiry flag and a 2-bit read count for the default eviction policy; `access` is the
+/// 24-bit stamp of the LRU and LFU policies (see ``Shard/evictOne(now:)``). A 13-byte key with a 100-byte
+/// value takes 119 bytes, which the allocator serves from its 128-byte class.
 /// Entries with an expiry live in an arena of their own (see ``EntryMemory``).
 /// An `Entry` is a borrowed view: it is valid only while its shard's lock is held and the entry is in the table.
 package struct Entry {
@@ -20,8 +22,34 @@ package struct Entry {
     package init(_ base: UnsafeMutableRawPointer) { self.base = base }
 
     @usableFromInline static let hasExpiryFlag: UInt8 = 0x01
-    /// Set when the entry is read; cleared by the eviction hand (SIEVE-style second chance).
+    /// Bits 1-2: how often the entry was read since the eviction hand last passed it, saturating at 3
+    /// (``visitedFlag`` is the low bit). The hand spares an entry with a count and decrements it.
     @usableFromInline static let visitedFlag: UInt8 = 0x02
+    @usableFromInline static let readCountMask: UInt8 = 0x06
+    /// Bytes before the key length: the flags and the access stamp.
+    @usableFromInline static let headerSize = 4
+
+    /// The read count of the default eviction policy (0...3).
+    @inlinable @inline(__always)
+    package var readCount: Int {
+        get { Int((flags & Self.readCountMask) >> 1) }
+        nonmutating set { flags = (flags & ~Self.readCountMask) | (UInt8(min(3, max(0, newValue))) << 1) }
+    }
+
+    /// The 24-bit access stamp: an LRU clock, or an LFU time and counter (``Shard``).
+    @inlinable @inline(__always)
+    package var access: UInt32 {
+        get {
+            UInt32(base.load(fromByteOffset: 1, as: UInt8.self))
+                | UInt32(base.load(fromByteOffset: 2, as: UInt8.self)) << 8
+                | UInt32(base.load(fromByteOffset: 3, as: UInt8.self)) << 16
+        }
+        nonmutating set {
+            base.storeBytes(of: UInt8(truncatingIfNeeded: newValue), toByteOffset: 1, as: UInt8.self)
+            base.storeBytes(of: UInt8(truncatingIfNeeded: newValue >> 8), toByteOffset: 2, as: UInt8.self)
+            base.storeBytes(of: UInt8(truncatingIfNeeded: newValue >> 16), toByteOffset: 3, as: UInt8.self)
+        }
+    }
 
     @inlinable @inline(__always)
     package var flags: UInt8 {
@@ -35,7 +63,7 @@ package struct Entry {
     /// The offsets of the parts of this entry: (key length, value length, offset of expiry or key).
     @inlinable @inline(__always)
     var layout: (keyCount: Int, valueCount: Int, afterLengths: Int) {
-        var offset = 1
+        var offset = Self.headerSize
         let keyCount = Self.readVarint(base, &offset)
         let valueCount = Self.readVarint(base, &offset)
         return (keyCount, valueCount, offset)
@@ -135,7 +163,7 @@ package struct Entry {
     /// The block size for a key, a value of `valueCount` bytes and an optional expiry.
     @inlinable
     static func size(keyCount: Int, valueCount: Int, hasExpiry: Bool) -> Int {
-        1 + varintSize(keyCount) + varintSize(valueCount) + (hasExpiry ? 8 : 0) + keyCount + valueCount
+        headerSize + varintSize(keyCount) + varintSize(valueCount) + (hasExpiry ? 8 : 0) + keyCount + valueCount
     }
 
     /// Allocates an entry whose value bytes are left for the caller to fill (through ``mutableValue``).
@@ -149,7 +177,8 @@ package struct Entry {
         let total = size(keyCount: key.count, valueCount: valueCount, hasExpiry: expiry != nil)
         guard let base = EntryMemory.allocate(total, volatile: expiry != nil) else { return nil }
         base.storeBytes(of: expiry != nil ? hasExpiryFlag : 0, as: UInt8.self)
-        var offset = 1
+        Entry(base).access = 0
+        var offset = headerSize
         writeVarint(key.count, base, &offset)
         writeVarint(valueCount, base, &offset)
         if let expiry {

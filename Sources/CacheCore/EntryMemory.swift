@@ -1,4 +1,5 @@
 import CJemalloc
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -57,6 +58,15 @@ package enum EntryMemory {
     /// with a TTL cannot use.
     static let mappedTableBytes = 64 * 1024
 
+    /// Bytes of tables mapped from the system (outside the allocator's statistics).
+    package static let mappedBytes = Atomic<Int>(0)
+
+    /// Heap bytes that are not the dataset's: the allocator's allocated bytes plus mapped tables, less
+    /// `datasetBytes` (connection buffers, parser state, allocator thread caches). Never negative.
+    package static func overheadBytes(datasetBytes: Int, statistics: AllocatorStatistics = .current()) -> Int {
+        max(0, statistics.allocated + mappedBytes.load(ordering: .relaxed) - datasetBytes)
+    }
+
     /// A zeroed table of `slots` 64-bit slots.
     package static func allocateTable(slots: Int) -> UnsafeMutablePointer<UInt64> {
         let bytes = slots * MemoryLayout<UInt64>.stride
@@ -64,6 +74,7 @@ package enum EntryMemory {
             // Fresh anonymous pages read as zero, and cost nothing until they are touched.
             let raw = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
             precondition(raw != MAP_FAILED, "out of memory: could not map \(bytes) bytes for a table")
+            mappedBytes.add(bytes, ordering: .relaxed)
             return raw!.bindMemory(to: UInt64.self, capacity: slots)
         }
         guard let raw = calloc(slots, MemoryLayout<UInt64>.stride) else {
@@ -77,6 +88,7 @@ package enum EntryMemory {
         let bytes = slots * MemoryLayout<UInt64>.stride
         if bytes >= mappedTableBytes {
             munmap(table, bytes)
+            mappedBytes.subtract(bytes, ordering: .relaxed)
         } else {
             CJemalloc.free(table)
         }

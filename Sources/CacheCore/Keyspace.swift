@@ -10,21 +10,94 @@ public final class Keyspace: Sendable {
 
     /// The databases, numbered from 0 (`SELECT`). The array never changes; SWAPDB swaps contents.
     package let databases: [Database]
+    /// The memory limit, the eviction policy and the running total of used bytes.
+    package let budget = MemoryBudget()
 
     /// A keyspace with `databaseCount` empty databases.
     public init(databases databaseCount: Int) {
         precondition(databaseCount >= 1)
-        databases = (0..<databaseCount).map { _ in Database() }
+        let budget = self.budget
+        databases = (0..<databaseCount).map { _ in Database(budget: budget) }
+    }
+
+    /// Keys evicted to make room, across all databases (INFO's `evicted_keys`).
+    package var evictedKeys: Int {
+        databases.reduce(0) { total, db in
+            total + db.shards.reduce(0) { sum, shard in sum + shard.lock.withLock { shard.evictedKeys } }
+        }
+    }
+
+    /// Adds every shard's pending byte count to the budget, making its total exact.
+    package func flushAccounting() {
+        for db in databases {
+            for shard in db.shards {
+                shard.lock.lock()
+                shard.flushAccounting()
+                shard.lock.unlock()
+            }
+        }
+    }
+
+    /// Evicts keys by the budget's policy until used memory is within the limit, as Redis's
+    /// `performEvictions` does before a command that may allocate. Returns false when it could not get
+    /// under the limit: the policy is `noeviction`, or no shard has a key the policy may evict.
+    ///
+    /// It starts with shard `shardIndex` of database `database` (the shard the command writes to) and
+    /// evicts there while that shard has candidates, so the work falls on the shards that grow and no
+    /// lock but one shard's is held at a time; it moves on to the next shards only when one runs dry.
+    package func evict(database: Int, shardIndex: Int, now: Int64) -> Bool {
+        guard budget.isOverLimit else { return true }
+        if budget.policy == .noEviction { return false }
+        let total = databases.count * Self.shardCount
+        var position = database * Self.shardCount + shardIndex
+        var fruitless = 0
+        // Free the excess as measured now, counting what each shard frees under its lock, and publish the
+        // shard's change once it is done rather than after every key.
+        var excess = budget.usedBytes - budget.limitBytes.load(ordering: .relaxed)
+        while excess > 0 {
+            let shard = databases[position / Self.shardCount].shards[position % Self.shardCount]
+            shard.lock.lock()
+            var evicted = false
+            var before = shard.usedBytes
+            while excess > 0 && shard.evictOne(now: now) {
+                evicted = true
+                excess -= before - shard.usedBytes
+                before = shard.usedBytes
+            }
+            shard.flushAccounting()
+            shard.lock.unlock()
+            if evicted {
+                fruitless = 0
+            } else {
+                fruitless += 1
+                if fruitless >= total { return false }
+            }
+            if excess > 0 { position = (position + 1) % total }
+        }
+        return true
     }
 
     /// Keys across all databases.
     public var totalKeys: Int { databases.reduce(0) { $0 + $1.count } }
 
-    /// Bytes held by entries and tables across all databases.
+    /// Bytes held by entries, tables and expiry indexes across all databases.
     public var usedBytes: Int {
         databases.reduce(0) { total, db in
             total + db.shards.reduce(0) { sum, shard in sum + shard.lock.withLock { shard.usedBytes } }
         }
+    }
+
+    /// Changes to keys across all databases since the keyspace was created (see ``Shard/changes``).
+    public var totalChanges: Int {
+        var total = 0
+        for db in databases {
+            for shard in db.shards {
+                shard.lock.lock()
+                total &+= shard.changes
+                shard.lock.unlock()
+            }
+        }
+        return total
     }
 
     /// Exchanges the contents of two databases (SWAPDB), atomically for every client.
@@ -51,6 +124,7 @@ public final class Keyspace: Sendable {
                 shard.lock.lock()
                 let before = shard.expiredKeys
                 let work = shard.sweepExpired(now: now, budget: budgetPerShard)
+                shard.flushAccounting()
                 reclaimed += shard.expiredKeys - before
                 shard.lock.unlock()
                 if work >= budgetPerShard { exhausted = true }
@@ -64,8 +138,8 @@ public final class Keyspace: Sendable {
 package final class Database: Sendable {
     package let shards: [Shard]
 
-    package init() {
-        shards = (0..<Keyspace.shardCount).map { _ in Shard() }
+    package init(budget: MemoryBudget = MemoryBudget()) {
+        shards = (0..<Keyspace.shardCount).map { _ in Shard(budget: budget) }
     }
 
     /// The shard that holds keys with this hash.

@@ -34,6 +34,7 @@ extension Shard {
                     entry.mutableValue.baseAddress!.copyMemory(from: value.baseAddress!, byteCount: value.count)
                 }
                 if let expiry, expiry != entry.expiry { setExpiry(at: index, to: expiry, hash: hash) }
+                changes &+= 1
                 return true
             }
             guard let fresh = Entry.make(key: key, value: value, expiry: expiry) else { return false }
@@ -72,10 +73,4 @@ extension Shard {
         return true
     }
 
-    /// Marks the entry in slot `index` as recently used (for eviction).
-    @inline(__always)
-    package func touch(_ index: Int) {
-        let e = entry(at: index)
-        if e.flags & Entry.visitedFlag == 0 { e.flags |= Entry.visitedFlag }
-    }
 }

@@ -18,6 +18,8 @@ import Darwin
 /// Every method that is not `lock`-related must be called with ``lock`` held.
 package final class Shard: @unchecked Sendable {
     package let lock = ShardLock()
+    /// The memory limit and total this shard counts towards.
+    package let budget: MemoryBudget
 
     @usableFromInline var slots: UnsafeMutablePointer<UInt64>?
     @usableFromInline var capacity: Int = 0
@@ -25,8 +27,20 @@ package final class Shard: @unchecked Sendable {
     package private(set) var count: Int = 0
     /// Keys with a time to live.
     package private(set) var expiresCount: Int = 0
-    /// Bytes held by entries and the table.
+    /// Bytes held by entries, the table and the expiry index.
     package private(set) var usedBytes: Int = 0
+    /// The part of ``usedBytes``' changes not yet added to the budget's total.
+    private var unflushedBytes: Int = 0
+    /// Bytes charged for the expiry index (8 per registration: the 4-byte hash and its array's slack).
+    private var expiryIndexBytes: Int = 0
+    /// Keys removed to make room under the memory limit.
+    package var evictedKeys: Int = 0
+    /// The time of the last lookup, which stamps entries written after it (LRU and LFU policies).
+    package var clockNow: Int64 = 0
+    /// The default policy's eviction hand: the next slot it looks at.
+    var hand: Int = 0
+    /// State of the generator that picks sample slots and LFU increments (xorshift).
+    var randomState: UInt64
     /// The sum of the expiry times of keys with a TTL, for the average TTL.
     package private(set) var expirySum: Int128 = 0
     /// Keys removed because their time was up (on access or by the sweeper).
@@ -34,6 +48,10 @@ package final class Shard: @unchecked Sendable {
     /// Read hits and misses, counted by the command layer.
     package var hits: Int = 0
     package var misses: Int = 0
+    /// Changes to this shard's keys since it was created: every insert, overwrite, TTL change and removal
+    /// (including expiry) counts one. It only grows, and moves with neither SWAPDB nor FLUSHDB, so the
+    /// snapshot scheduler can tell how many changes happened since a save by comparing sums.
+    package internal(set) var changes: Int = 0
 
     var expiryIndex = ExpiryIndex()
 
@@ -50,7 +68,12 @@ package final class Shard: @unchecked Sendable {
     package static let maxCapacity = 1 << Int(tagBits)
     static let minCapacity = 16
 
-    package init() {}
+    package init(budget: MemoryBudget = MemoryBudget()) {
+        self.budget = budget
+        randomState = UInt64(UInt(bitPattern: ObjectIdentifier(budget).hashValue)) &* 0x9E37_79B9_7F4A_7C15 | 1
+        randomState ^= UInt64(UInt(bitPattern: Unmanaged.passUnretained(lock).toOpaque().hashValue))
+        if randomState == 0 { randomState = 0x2545_F491_4F6C_DD1D }
+    }
 
     deinit {
         removeAll()
@@ -99,6 +122,7 @@ package final class Shard: @unchecked Sendable {
     /// millisecond and expired after it.
     @inlinable
     package func lookup(_ key: UnsafeRawBufferPointer, hash: UInt64, now: Int64) -> Int? {
+        clockNow = now
         guard let index = find(key, hash: hash) else { return nil }
         let entry = Self.unpack(slots![index])
         if entry.isExpired(at: now) {
@@ -120,6 +144,7 @@ package final class Shard: @unchecked Sendable {
         while slots![i] != 0 { i = (i + 1) & mask }
         slots![i] = Self.pack(entry, hash: hash)
         count += 1
+        changes &+= 1
         account(added: entry, hash: hash)
         return true
     }
@@ -129,6 +154,7 @@ package final class Shard: @unchecked Sendable {
         let old = Self.unpack(slots![index])
         account(removed: old)
         old.deallocate()
+        changes &+= 1
         slots![index] = Self.pack(entry, hash: hash)
         account(added: entry, hash: hash)
     }
@@ -140,6 +166,7 @@ package final class Shard: @unchecked Sendable {
         old.deallocate()
         removeSlot(index)
         count -= 1
+        changes &+= 1
         if capacity > Self.minCapacity && count * 8 < capacity {
             resize(to: Self.capacityFor(count))
         }
@@ -153,13 +180,16 @@ package final class Shard: @unchecked Sendable {
         case (nil, nil):
             return
         case (let old?, let new?):
+            changes &+= 1
             expirySum += Int128(new) - Int128(old)
             entry.updateExpiry(new)
             registerExpiry(hash: hash, expiry: new)
         default:
             guard let rebuilt = Entry.make(key: entry.key, value: entry.value, expiry: expiry) else { return }
-            rebuilt.flags |= entry.flags & Entry.visitedFlag
+            rebuilt.flags |= entry.flags & Entry.readCountMask
+            let access = entry.access
             replace(at: index, with: rebuilt, hash: hash)
+            rebuilt.access = access
         }
     }
 
@@ -171,13 +201,17 @@ package final class Shard: @unchecked Sendable {
             }
             EntryMemory.freeTable(slots, slots: capacity)
         }
+        changes &+= count
         slots = nil
         capacity = 0
         count = 0
         expiresCount = 0
-        usedBytes = 0
+        charge(-usedBytes)
+        flushAccounting()
+        expiryIndexBytes = 0
         expirySum = 0
         expiryIndex = ExpiryIndex()
+        hand = 0
     }
 
     /// Exchanges everything this shard holds with `other` (SWAPDB). Both locks must be held.
@@ -189,6 +223,41 @@ package final class Shard: @unchecked Sendable {
         swap(&usedBytes, &other.usedBytes)
         swap(&expirySum, &other.expirySum)
         swap(&expiryIndex, &other.expiryIndex)
+        swap(&expiryIndexBytes, &other.expiryIndexBytes)
+        swap(&hand, &other.hand)
+        changes &+= 1
+        other.changes &+= 1
+    }
+
+    // MARK: memory accounting
+
+    /// Adds `delta` bytes to this shard's total, and to the budget's once enough has accumulated.
+    @inline(__always)
+    private func charge(_ delta: Int) {
+        usedBytes += delta
+        unflushedBytes += delta
+        if unflushedBytes >= budget.flushThreshold.load(ordering: .relaxed)
+            || -unflushedBytes >= budget.flushThreshold.load(ordering: .relaxed)
+        {
+            flushAccounting()
+        }
+    }
+
+    /// Adds this shard's pending change to the budget's total.
+    package func flushAccounting() {
+        if unflushedBytes != 0 {
+            budget.datasetBytes.add(unflushedBytes, ordering: .relaxed)
+            unflushedBytes = 0
+        }
+    }
+
+    /// Charges the expiry index's current size.
+    private func chargeExpiryIndex() {
+        let bytes = expiryIndex.registrations * 8
+        if bytes != expiryIndexBytes {
+            charge(bytes - expiryIndexBytes)
+            expiryIndexBytes = bytes
+        }
     }
 
     // MARK: iteration
@@ -263,6 +332,7 @@ package final class Shard: @unchecked Sendable {
             expiryIndex.putBack(batch)
         }
         if expiryIndex.registrations > staleRegistrationLimit { rebuildExpiryIndex() }
+        chargeExpiryIndex()
         return work
     }
 
@@ -296,10 +366,11 @@ package final class Shard: @unchecked Sendable {
         }
     }
 
-    /// How many hashes the expiry index may hold before it is rebuilt from the live keys: twice the keys with
-    /// a TTL plus slack proportional to the table, so that rebuilding (which reads the whole table) costs
-    /// O(1) per registration however the keys' TTLs churn.
-    private var staleRegistrationLimit: Int { 2 * expiresCount + max(1024, capacity / 2) }
+    /// How many hashes the expiry index may hold before it is rebuilt from the live keys: the keys with a TTL
+    /// plus slack proportional to the table, so that rebuilding (which reads the whole table) costs O(1) per
+    /// registration however the keys' TTLs churn. The slack is kept small because stale hashes count
+    /// towards maxmemory: every key evicted or deleted with a TTL leaves one behind.
+    private var staleRegistrationLimit: Int { expiresCount + max(64, capacity / 2) }
 
     /// Records a key's expiry in the index. A key that is overwritten, deleted or given a new TTL leaves its
     /// old hash behind, so the index is rebuilt here when such stale hashes pile up: without it, a client that
@@ -307,6 +378,7 @@ package final class Shard: @unchecked Sendable {
     private func registerExpiry(hash: UInt64, expiry: Int64) {
         expiryIndex.register(hash: hash, expiry: expiry)
         if expiryIndex.registrations > staleRegistrationLimit { rebuildExpiryIndex() }
+        chargeExpiryIndex()
     }
 
     private func rebuildExpiryIndex() {
@@ -321,7 +393,8 @@ package final class Shard: @unchecked Sendable {
 
     @inline(__always)
     private func account(added entry: Entry, hash: UInt64) {
-        usedBytes += entry.allocatedSize
+        charge(entry.allocatedSize)
+        stampNew(entry)
         if let expiry = entry.expiry {
             expiresCount += 1
             expirySum += Int128(expiry)
@@ -331,7 +404,7 @@ package final class Shard: @unchecked Sendable {
 
     @inline(__always)
     private func account(removed entry: Entry) {
-        usedBytes -= entry.allocatedSize
+        charge(-entry.allocatedSize)
         if let expiry = entry.expiry {
             expiresCount -= 1
             expirySum -= Int128(expiry)
@@ -383,8 +456,9 @@ package final class Shard: @unchecked Sendable {
             }
             EntryMemory.freeTable(old, slots: capacity)
         }
-        usedBytes += (newCapacity - capacity) * MemoryLayout<UInt64>.stride
+        charge((newCapacity - capacity) * MemoryLayout<UInt64>.stride)
         slots = newSlots
         capacity = newCapacity
+        hand &= newCapacity - 1
     }
 }

@@ -98,7 +98,16 @@ extension CachedNetworking {
                 return nil
             }
             if let outcome = await usableStored(context, source: .coalesced, collapsed: true) { return outcome }
-            guard case .value(let holder) = await store.get(lockKey), holder != nil else { return nil }
+            switch await store.get(lockKey) {
+            case .value(.some):
+                continue
+            case .value(.none):
+                // The lease is gone. Its holder stores the response before releasing it, so a response stored
+                // just after the read above is visible now: look once more before fetching.
+                return await usableStored(context, source: .coalesced, collapsed: true)
+            case .failed:
+                return nil
+            }
         }
         logger.debug("gave up waiting for another process's fetch", metadata: [CachedNetworkingLogKeys.key: "\(lockKey)"])
         return nil

@@ -82,12 +82,12 @@ package enum CommandCheck {
                         return parser.inlineStorage.withUnsafeBytes { storage in
                             let arguments = Arguments(base: storage.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, spans: spans)
                             CommandExecutor.execute(arguments, session: client, server: server, now: clock.nowMilliseconds(), reply: &reply)
-                            return CommandExecutor.quotedRepresentation(arguments[0])
+                            return RESPText.quoted(arguments[0])
                         }
                     }
                     let arguments = Arguments(base: frame.baseAddress!, spans: spans)
                     CommandExecutor.execute(arguments, session: client, server: server, now: clock.nowMilliseconds(), reply: &reply)
-                    return CommandExecutor.quotedRepresentation(arguments[0])
+                    return RESPText.quoted(arguments[0])
                 }
                 if let failure = checkReply(reply) { return "command \(commands) (\(name)): \(failure)" }
                 commands += 1

@@ -248,24 +248,7 @@ extension RESPValue: CustomStringConvertible {
         return String(repeating: " ", count: width - digits.count) + digits
     }
 
-    /// Appends `bytes` in double quotes with `redis-cli`'s escapes (`\n`, `\"`, `\xHH` for other bytes).
     private static func appendQuoted(_ bytes: ByteBuffer, to out: inout String) {
-        out += "\""
-        for byte in bytes.readableBytesView {
-            switch byte {
-            case UInt8(ascii: "\\"): out += "\\\\"
-            case UInt8(ascii: "\""): out += "\\\""
-            case 0x0A: out += "\\n"
-            case 0x0D: out += "\\r"
-            case 0x09: out += "\\t"
-            case 0x07: out += "\\a"
-            case 0x08: out += "\\b"
-            case 0x20...0x7E: out.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let hex = String(byte, radix: 16)
-                out += byte < 0x10 ? "\\x0" + hex : "\\x" + hex
-            }
-        }
-        out += "\""
+        out += RESPText.quoted(bytes.readableBytesView)
     }
 }

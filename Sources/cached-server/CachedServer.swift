@@ -87,8 +87,8 @@ struct CachedServer: AsyncParsableCommand {
         logger.notice(
             "cached-server \(cachedServerVersion) starting",
             metadata: ["pid": "\(getpid())", "config": .dictionary(effectiveSettings(configuration))])
-        if !configuration.savePoints.isEmpty || configuration.appendOnly {
-            logger.warning("save and appendonly are accepted for compatibility, but cached-server keeps data in memory only")
+        if configuration.appendOnly {
+            logger.warning("appendonly is accepted for compatibility, but cached-server writes no append-only file (see save for snapshots)")
         }
         // As Redis does: room for maxclients connections and 32 more descriptors, or fewer clients.
         let files = OpenFilesLimit.adjust(maxClients: configuration.maxClients)
@@ -101,6 +101,12 @@ struct CachedServer: AsyncParsableCommand {
         do {
             try await runServer(configuration: configuration, logger: logger)
         } catch let error as ListenError {
+            logger.critical("\(error)")
+            throw ExitCode.failure
+        } catch let error as SnapshotLoadError {
+            logger.critical("\(error)")
+            throw ExitCode.failure
+        } catch let error as SnapshotSaveFailure {
             logger.critical("\(error)")
             throw ExitCode.failure
         } catch {

@@ -12,7 +12,8 @@ import Glibc
 /// The first SIGTERM or SIGINT shuts down gracefully (stop accepting, answer what is in flight, close,
 /// exit 0); a second one exits at once.
 func runServer(configuration: ServerConfiguration, logger: Logger) async throws {
-    let service = CacheServerService(configuration: configuration, logger: logger)
+    let service = CacheServerService(
+        configuration: configuration, logger: logger, systemd: SystemdNotifier.fromEnvironment())
     let group = ServiceGroup(
         configuration: .init(
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],

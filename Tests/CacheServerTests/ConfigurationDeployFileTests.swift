@@ -1,4 +1,5 @@
 import CacheServer
+import Foundation
 import Testing
 
 #if canImport(Glibc)
@@ -18,14 +19,36 @@ struct ConfigurationDeployFileTests {
         return components.joined(separator: "/") + "/deploy/cached.conf"
     }()
 
-    @Test("loads without errors")
-    func loads() throws {
-        _ = try ServerConfiguration.load(configFile: Self.deployFile)
+    /// The shipped file with its `dir` (the service's state directory, which only exists on a machine where
+    /// the unit ran) pointed at an existing directory, loaded.
+    private static func loadWithExistingDirectory() throws -> ServerConfiguration {
+        let text = try deployFileContents()
+        let temporary = FileManager.default.temporaryDirectory.path
+        let copy = temporary + "/cached-deploy-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).conf"
+        let replaced = text.replacingOccurrences(of: "\ndir /var/lib/cached\n", with: "\ndir \(temporary)\n")
+        #expect(replaced != text)
+        let file = try #require(fopen(copy, "w"))
+        fputs(replaced, file)
+        fclose(file)
+        defer { unlink(copy) }
+        return try ServerConfiguration.load(configFile: copy)
     }
 
-    @Test("states the defaults, apart from also binding ::1 when available")
+    @Test("loads without errors (with dir pointing at a directory that exists)")
+    func loads() throws {
+        _ = try Self.loadWithExistingDirectory()
+    }
+
+    @Test("keeps snapshots in the systemd unit's state directory, /var/lib/cached, with no save points")
+    func snapshotDirectory() throws {
+        let lines = try ConfigurationFile.parse(Array(try Self.deployFileContents().utf8), path: Self.deployFile)
+        #expect(lines.filter { $0.directive == "dir" }.map(\.arguments) == [["/var/lib/cached"]])
+        #expect(try Self.loadWithExistingDirectory().savePoints.isEmpty)
+    }
+
+    @Test("states the defaults, apart from also binding ::1 when available and the snapshot directory")
     func statesDefaults() throws {
-        var loaded = try ServerConfiguration.load(configFile: Self.deployFile)
+        var loaded = try Self.loadWithExistingDirectory()
         #expect(loaded.bind == ["127.0.0.1", "-::1"])
         loaded.bind = ServerConfiguration().bind
         loaded.directory = ServerConfiguration().directory
@@ -45,7 +68,7 @@ struct ConfigurationDeployFileTests {
         }
     }
 
-    private static func deployFileContents() throws -> String {
+    static func deployFileContents() throws -> String {
         let file = try #require(fopen(deployFile, "r"))
         defer { fclose(file) }
         var bytes: [UInt8] = []

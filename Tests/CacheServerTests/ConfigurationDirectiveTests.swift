@@ -25,8 +25,10 @@ private func setThenGet(_ name: String, _ value: String) -> String {
 @Suite("Directive table: defaults and CONFIG GET rendering")
 struct ConfigurationDefaultsTests {
     // Each value is what `CONFIG GET` printed on redis-server 7.0.15 started without a
-    // config file, except port, bind and io-threads, whose defaults here are this
-    // server's (redis.conf's shipped bind line, and one event loop per core).
+    // config file, except port, bind, io-threads and dbfilename, whose defaults here are
+    // this server's (redis.conf's shipped bind line, one event loop per core, and a
+    // snapshot file name that does not claim to be RDB), and maxmemory-policy, whose
+    // default here is allkeys-sieve (a cache makes room by default; see docs/commands.md).
     @Test(
         "renders each default as redis-server does",
         arguments: [
@@ -34,9 +36,10 @@ struct ConfigurationDefaultsTests {
             ("loglevel", "notice"), ("maxclients", "10000"), ("timeout", "0"),
             ("tcp-keepalive", "300"), ("tcp-backlog", "511"), ("proto-max-bulk-len", "536870912"),
             ("client-query-buffer-limit", "1073741824"), ("maxmemory", "0"),
-            ("maxmemory-policy", "noeviction"), ("maxmemory-samples", "5"), ("requirepass", ""),
-            ("protected-mode", "yes"), ("save", ""), ("appendonly", "no"), ("dbfilename", "dump.rdb"),
+            ("maxmemory-policy", "allkeys-sieve"), ("maxmemory-samples", "5"), ("requirepass", ""),
+            ("protected-mode", "yes"), ("save", ""), ("appendonly", "no"), ("dbfilename", "cached.snapshot"),
             ("pidfile", ""), ("logfile", ""), ("daemonize", "no"), ("unixsocket", ""), ("unixsocketperm", "0"),
+            ("snapshot-load-corrupt", "fail"),
         ])
     func rendersDefault(name: String, value: String) {
         #expect(configGet(ServerConfiguration(), name) == [name, value])
@@ -135,7 +138,7 @@ struct ConfigurationSetTests {
             ("protected-mode", "1", "argument must be 'yes' or 'no'"),
             (
                 "maxmemory-policy", "foo",
-                "argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction"
+                "argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction, allkeys-sieve"
             ),
             ("save", "900 1 300", "Invalid save parameters"),
             ("save", "900 x", "Invalid save parameters"),

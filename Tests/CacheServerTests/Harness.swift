@@ -13,11 +13,12 @@ final class Harness {
     let server: ServerState
     let session: ClientSession
 
-    init(requirePass: String = "", databases: Int = 16) {
+    init(requirePass: String = "", databases: Int = 16, configure: (inout ServerConfiguration) -> Void = { _ in }) {
         clock = ManualClock()
         var configuration = ServerConfiguration()
         configuration.requirePass = requirePass
         configuration.databases = databases
+        configure(&configuration)
         server = ServerState(configuration: configuration, clock: clock, logger: .init(label: "cached.tests"))
         session = Self.makeSession(server)
     }

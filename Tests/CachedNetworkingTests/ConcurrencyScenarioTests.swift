@@ -2,6 +2,7 @@ import CachedNetworking
 import CachedNetworkingTesting
 import HTTPTypes
 import NIOCore
+import Synchronization
 import Testing
 
 @Suite("Single flight and the cross-process lease")
@@ -67,6 +68,31 @@ struct ConcurrencyScenarioTests {
         await h.stop()
     }
 
+    @Test("a holder that stores and releases the lease between a waiter's two reads: the waiter takes its response")
+    func leaseReleasedBetweenReads() async throws {
+        // A wait long enough that only the race decides the outcome, even on a busy machine.
+        let h = try await Harness.make {
+            $0.leaseWait = .seconds(60)
+            $0.storeTimeout = .seconds(60)  // the hooked store read runs another fetch inside it
+        }
+        h.serve("/race", [("Cache-Control", "max-age=60")], body: "from-holder")
+        let key = "cached:0:GET:http://127.0.0.1:\(h.origin.port)/race"
+        #expect(try await h.store.setIfAbsent(key + "#lock", to: ByteBuffer(string: "other"), ttl: .seconds(30)))
+        // The waiter polls: the stored response (none yet), then the lease. The other process finishes in
+        // between: it stores its response, then releases the lease.
+        let store = LeaseReadHook(base: h.store) {
+            _ = try? await h.sibling().run(h.origin.request("/race"), policy: .reloadIgnoringLocalCacheData)
+            _ = try? await h.store.remove([key + "#lock"])
+        }
+        let waiter = CachedNetworking(store: store, transport: h.transport, configuration: h.cache.configuration)
+        let answer = try await waiter.run(h.origin.request("/race"))
+        #expect(store.lockReads > 0)
+        #expect(answer.source == .coalesced)
+        #expect(answer.text == "from-holder")
+        #expect(h.origin.count("/race") == 1)
+        await h.stop()
+    }
+
     @Test("when the lease holder never stores, the waiter fetches itself after the bounded wait")
     func leaseHolderDied() async throws {
         let h = try await Harness.make { $0.leaseWait = .milliseconds(100) }
@@ -91,4 +117,42 @@ struct ConcurrencyScenarioTests {
         #expect(h.store.count(of: .setIfAbsent) == 1)
         await h.stop()
     }
+}
+
+/// A store that runs `beforeFirstLockRead` (another process's work) when the cache first reads a `#lock` key,
+/// before answering that read.
+final class LeaseReadHook: CacheStore {
+    private let base: InMemoryCacheStore
+    private let beforeFirstLockRead: @Sendable () async -> Void
+    private let reads = Mutex(0)
+
+    init(base: InMemoryCacheStore, beforeFirstLockRead: @escaping @Sendable () async -> Void) {
+        self.base = base
+        self.beforeFirstLockRead = beforeFirstLockRead
+    }
+
+    /// How many times a `#lock` key was read.
+    var lockReads: Int { reads.withLock { $0 } }
+
+    func get(_ key: String) async throws(CacheStoreError) -> ByteBuffer? {
+        if key.hasSuffix("#lock") {
+            let first = reads.withLock { reads in
+                reads += 1
+                return reads == 1
+            }
+            if first { await beforeFirstLockRead() }
+        }
+        return try await base.get(key)
+    }
+
+    func get(_ keys: [String]) async throws(CacheStoreError) -> [ByteBuffer?] { try await base.get(keys) }
+    func set(_ key: String, to value: ByteBuffer, ttl: Duration?) async throws(CacheStoreError) {
+        try await base.set(key, to: value, ttl: ttl)
+    }
+    func setIfAbsent(_ key: String, to value: ByteBuffer, ttl: Duration) async throws(CacheStoreError) -> Bool {
+        try await base.setIfAbsent(key, to: value, ttl: ttl)
+    }
+    func remove(_ keys: [String]) async throws(CacheStoreError) -> Int { try await base.remove(keys) }
+    func increment(_ key: String) async throws(CacheStoreError) -> Int { try await base.increment(key) }
+    func shutdown() async {}
 }

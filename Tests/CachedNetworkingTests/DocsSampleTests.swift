@@ -1,6 +1,7 @@
-// The code samples of docs/sdk.md, compiled and run here so that they stay correct.
+// The code samples of docs/sdk.md and README.md, compiled and run here so that they stay correct.
 import CachedNetworking
 import CachedNetworkingTesting
+import CachedTestSupport
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -57,6 +58,48 @@ private enum QuickStart {
         let repository = CachedRepository<[Item]>(network: cache)
         return try await repository.value(
             for: HTTPRequest(method: .get, scheme: "https", authority: "api.example.com", path: "/items"))
+    }
+}
+
+/// README.md's "Use the SDK" sample, statement for statement: compiled, not run (it needs a server on port 6379 and
+/// the internet). ``ReadmeSampleTests`` runs the same statements against a live server and a local origin.
+private enum Readme {
+    static func useTheSDK() async throws -> (first: CachedResponse, second: CachedResponse) {
+        let cache = CachedNetworking(
+            store: FailOpenStore(wrapping: try RESPStore(url: "redis://127.0.0.1:6379")),
+            transport: AsyncHTTPClientTransport())
+
+        let request = HTTPRequest(method: .get, scheme: "https", authority: "api.example.com", path: "/items")
+        let first = try await cache.run(request)
+        let second = try await cache.run(request)
+        return (first, second)
+    }
+}
+
+@Suite("README.md sample")
+struct ReadmeSampleTests {
+    @Test("the sample's statements, run against a live cached-server and a local origin, answer as the comments say")
+    func useTheSDK() async throws {
+        let server = try await offThread { try ServerProcess.start(.cached) }
+        let origin = try await OriginServer.start()
+        origin.route("/items", reply: .init(headers: [("Cache-Control", "max-age=60")], body: #"[{"id":1,"name":"one"}]"#))
+        let store = FailOpenStore(wrapping: try RESPStore(url: "redis://127.0.0.1:\(server.port)"))
+        let transport = AsyncHTTPClientTransport()
+        let cache = CachedNetworking(store: store, transport: transport)
+
+        let request = origin.request("/items")
+        let first = try await cache.run(request)
+        let second = try await cache.run(request)
+
+        #expect(first.source == .network)
+        #expect(first.response.headerFields[.cacheStatus] == "cached; fwd=uri-miss; stored")
+        #expect(second.source == .cache)
+        #expect(second.response.headerFields[.cacheStatus]?.hasPrefix("cached; hit; ttl=") == true)
+        #expect(second.text == #"[{"id":1,"name":"one"}]"#)
+        #expect(origin.count("/items") == 1)
+        try await transport.shutdown()
+        await store.shutdown()
+        await origin.stop()
     }
 }
 

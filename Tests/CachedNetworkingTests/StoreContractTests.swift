@@ -1,3 +1,4 @@
+import CachedTestSupport
 import Foundation
 import NIOCore
 import Testing
@@ -264,7 +265,7 @@ struct StoreContractTests {
 
     @Test(arguments: StoreUnderTest.networked)
     func authenticatesWithPasswordAndRejectsAWrongOne(_ kind: StoreUnderTest) async throws {
-        let server = try await offThread { try StoreServerProcess.start(kind.serverKind!, arguments: ["--requirepass", "s3cr:t@"]) }
+        let server = try await offThread { try ServerProcess.start(kind.serverKind!, arguments: ["--requirepass", "s3cr:t@"]) }
         let base = "127.0.0.1:\(server.port)"
         for url in ["redis://:s3cr%3At%40@\(base)", "redis://default:s3cr%3At%40@\(base)/1", "redis://s3cr%3At%40@\(base)"] {
             let store = try RESPStore(url: url, poolSize: 1)

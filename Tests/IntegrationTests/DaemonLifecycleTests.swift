@@ -1,3 +1,4 @@
+import CachedTestSupport
 import Foundation
 import Testing
 
@@ -232,14 +233,4 @@ struct DaemonLifecycleTests {
         #expect(log.contains("Could not create server TCP listening socket 127.0.0.1:\(occupant.port)"), "\(log)")
         #expect(log.contains("Address already in use"), "\(log)")
     }
-}
-
-/// Polls `condition` every 10 ms until it holds, failing after `timeout` seconds.
-func poll(_ what: String, timeout: TimeInterval = 10, _ condition: () throws -> Bool) throws {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if try condition() { return }
-        usleep(10_000)
-    }
-    throw TestEnvironmentError("timed out after \(Int(timeout)) s waiting for \(what)")
 }

@@ -1,3 +1,4 @@
+import CachedTestSupport
 import Foundation
 
 // The corpus line format (documented for corpus authors in Corpus/README.md).

@@ -1,3 +1,4 @@
+import CachedTestSupport
 import Foundation
 import NIOCore
 import RESP

@@ -1,3 +1,4 @@
+import CachedTestSupport
 import Testing
 
 /// hiredis, the C client most Redis client libraries wrap, driven from Swift.

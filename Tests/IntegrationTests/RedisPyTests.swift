@@ -1,3 +1,4 @@
+import CachedTestSupport
 import Testing
 
 /// redis-py, the Python client, over both protocol versions (`Python/redis_py_client.py` holds the checks:

@@ -19,28 +19,47 @@ package enum CommandExecutor {
             reply.writeRESPError(bytes: ReplyError.unknownCommand(arguments))
             return
         }
-        let spec = server.commands.commands[index]
+        let command = server.commands.dispatch[index]
         session.noteCommand(index, now: now)
-        guard spec.acceptsArgumentCount(arguments.count) else {
-            reply.writeRESPError(ReplyError.wrongArity(spec.name))
+        guard command.acceptsArgumentCount(arguments.count) else {
+            reply.writeRESPError(ReplyError.wrongArity(server.commands.commands[index].name))
             return
         }
-        if !session.authenticated && !spec.flags.contains(.noauth) {
+        if !session.authenticated && !command.flags.contains(.noauth) {
             reply.writeRESPError(ReplyError.noAuth)
+            return
+        }
+        // As Redis's performEvictions: before a command that may allocate, make room if memory is over the
+        // limit, and refuse the command when nothing can be evicted (or the policy is noeviction).
+        if command.flags.contains(.denyoom) && server.keyspace.budget.isOverLimit
+            && !makeRoom(server.commands.commands[index], arguments, session: session, server: server, now: now)
+        {
+            reply.writeRESPError(ReplyError.outOfMemory)
             return
         }
         var context = CommandContext(arguments: arguments, session: session, server: server, now: now, reply: reply)
         reply = ByteBuffer()  // hand the buffer over without a copy-on-write
-        spec.handler(&context)
+        command.handler(&context)
         reply = context.reply
         // As Redis 7.0 does, MONITOR sees a command once it has run (so SELECT shows the new database), and
         // never sees administrative commands (CONFIG, CLIENT LIST/KILL, MONITOR, SHUTDOWN...).
-        if server.monitors.isActive && !isAdministrative(spec, arguments) {
+        if server.monitors.isActive, case let spec = server.commands.commands[index], !isAdministrative(spec, arguments) {
             let line = monitorLine(arguments, spec: spec, session: session, server: server)
             server.monitors.broadcast(line, except: session.isMonitor ? session.id : nil)
             // A monitor sees its own commands after their replies, unless it is closing (QUIT).
             if session.isMonitor && !session.closeAfterReply { reply.writeImmutableBuffer(line) }
         }
+    }
+
+    /// Evicts keys until memory is within the limit, starting with the shard of the command's first key.
+    static func makeRoom(
+        _ spec: CommandSpec, _ arguments: Arguments, session: ClientSession, server: ServerState, now: Int64
+    ) -> Bool {
+        var shardIndex = 0
+        if spec.firstKey > 0 && spec.firstKey < arguments.count {
+            shardIndex = Database.shardIndex(for: Keyspace.hasher.hash(arguments[spec.firstKey]))
+        }
+        return server.keyspace.evict(database: session.db, shardIndex: shardIndex, now: now)
     }
 
     /// Whether the command (or, for a container such as CLIENT, its subcommand) has the `admin` flag.
@@ -90,7 +109,7 @@ package enum CommandExecutor {
         let redacted = redactedArguments(spec, arguments)
         for i in 0..<arguments.count {
             line += " "
-            line += redacted?.contains(i) == true ? "\"(redacted)\"" : quotedRepresentation(arguments[i])
+            line += redacted?.contains(i) == true ? "\"(redacted)\"" : RESPText.quoted(arguments[i])
         }
         var buffer = ByteBuffer()
         buffer.writeString(line)
@@ -98,26 +117,6 @@ package enum CommandExecutor {
         return buffer
     }
 
-    /// Bytes in double quotes with C escapes, as Redis's `sdscatrepr` writes them.
-    package static func quotedRepresentation(_ bytes: UnsafeRawBufferPointer) -> String {
-        var out = "\""
-        for c in bytes {
-            switch c {
-            case UInt8(ascii: "\\"): out += "\\\\"
-            case UInt8(ascii: "\""): out += "\\\""
-            case 0x0A: out += "\\n"
-            case 0x0D: out += "\\r"
-            case 0x09: out += "\\t"
-            case 0x07: out += "\\a"
-            case 0x08: out += "\\b"
-            case 0x20...0x7E: out.unicodeScalars.append(Unicode.Scalar(c))
-            default:
-                let hex = Array("0123456789abcdef")
-                out += "\\x\(hex[Int(c >> 4)])\(hex[Int(c & 15)])"
-            }
-        }
-        return out + "\""
-    }
 }
 
 extension String {

@@ -99,11 +99,29 @@ extension Array where Element == CommandSpec {
 /// The commands this server knows, looked up by name without allocating.
 package struct CommandTable: Sendable {
     package let commands: [CommandSpec]
+
+    /// What running a command needs, apart from the rest of its spec: copying a whole ``CommandSpec`` for
+    /// every command would retain and release each of its strings and arrays.
+    package struct Dispatch: Sendable {
+        package let arity: Int
+        package let flags: CommandFlags
+        package let handler: @Sendable (inout CommandContext) -> Void
+
+        /// Whether `count` arguments (the name included) satisfy the arity.
+        @inline(__always)
+        package func acceptsArgumentCount(_ count: Int) -> Bool {
+            arity >= 0 ? count == arity : count >= -arity
+        }
+    }
+
+    /// The dispatch entry of each command, by the index ``lookup(_:)`` returns.
+    package let dispatch: [Dispatch]
     private let buckets: [Int32]  // open addressing over name hashes; -1 = empty
     private let bucketMask: Int
 
     package init(_ commands: [CommandSpec]) {
         self.commands = commands
+        self.dispatch = commands.map { Dispatch(arity: $0.arity, flags: $0.flags, handler: $0.handler) }
         var size = 16
         while size < commands.count * 4 { size <<= 1 }
         var buckets = [Int32](repeating: -1, count: size)

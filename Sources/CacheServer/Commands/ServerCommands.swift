@@ -3,7 +3,7 @@ import Foundation
 import NIOCore
 import RESP
 
-/// Server commands: INFO, TIME, MONITOR, SHUTDOWN, COMMAND.
+/// Server commands: INFO, TIME, MONITOR, SHUTDOWN, SAVE, BGSAVE, LASTSAVE, COMMAND.
 package enum ServerCommands {
     static func time(_ c: inout CommandContext) {
         let micros = c.server.clock.nowMicroseconds()
@@ -35,11 +35,56 @@ package enum ServerCommands {
             }
         }
         c.server.logger.notice("User requested shutdown...")
+        // As Redis does, SHUTDOWN saves first when asked to or when save points are set, and stays up if that
+        // fails (unless FORCE). The save runs here, on this client's event loop; once the listeners are closed
+        // the service saves again if anything changed in between, so no acknowledged write is left out.
+        let config = c.server.config
+        if request.save ?? !config.savePoints.isEmpty {
+            c.server.logger.notice("Saving the final snapshot before exiting.")
+            if case .failed = c.server.snapshots.saveNow(config, trigger: "SHUTDOWN", waitForOthers: true), !request.force {
+                c.server.logger.warning("Errors trying to shut down the server: the snapshot could not be saved. Check the logs.")
+                return c.error("ERR Errors trying to SHUTDOWN. Check logs.")
+            }
+        }
         if !c.server.requestShutdown(request) {
             c.error("ERR Errors trying to SHUTDOWN. Check logs.")
         }
         // On success Redis sends no reply: the connection closes.
         c.session.closeAfterReply = true
+    }
+
+    // MARK: snapshots
+
+    static func save(_ c: inout CommandContext) {
+        switch c.server.snapshots.saveNow(c.server.config, trigger: "SAVE") {
+        case .saved:
+            c.ok()
+        case .busy:
+            c.error("ERR Background save already in progress")
+        case .failed(let error):
+            c.error("ERR Error saving the snapshot: \(error.reason). Check logs.")
+        }
+    }
+
+    static func bgsave(_ c: inout CommandContext) {
+        var schedule = false
+        if c.arguments.count > 1 {
+            guard c.arguments.count == 2 && c.arguments.matches(1, "schedule") else { return c.error(ReplyError.syntax) }
+            schedule = true
+        }
+        let server = c.server
+        switch server.snapshots.saveInBackground({ server.config }, trigger: "BGSAVE", schedule: schedule) {
+        case .started:
+            c.simple("Background saving started")
+        case .scheduled:
+            c.simple("Background saving scheduled")
+        case .alreadyInProgress:
+            c.error("ERR Background save already in progress")
+        }
+    }
+
+    static func lastsave(_ c: inout CommandContext) {
+        c.integer(Int(c.server.snapshots.current.lastSaveTime / 1000))
     }
 
     // MARK: INFO
@@ -97,7 +142,9 @@ package enum ServerCommands {
             let dataset = server.keyspace.usedBytes
             let heap = AllocatorStatistics.current()
             let rss = residentBytes()
-            let used = max(heap.allocated, dataset)
+            // What maxmemory is compared with: the dataset plus the rest of the heap (as Redis counts every
+            // allocation). The sweeper refreshes the engine's copy of the second part at every cycle.
+            let used = dataset + EntryMemory.overheadBytes(datasetBytes: dataset, statistics: heap)
             lines = [
                 "# Memory",
                 "used_memory:\(used)",
@@ -117,13 +164,23 @@ package enum ServerCommands {
                 "mem_allocator:jemalloc-5.3.0",
             ]
         case "persistence":
+            let status = server.snapshots.current
+            let changes = server.snapshots.changesSinceLastSave
+            let background = status.inProgress && status.background
             lines = [
                 "# Persistence",
                 "loading:0",
-                "rdb_changes_since_last_save:0",
-                "rdb_bgsave_in_progress:0",
-                "rdb_last_save_time:\(server.startTime / 1000)",
-                "rdb_last_bgsave_status:ok",
+                "async_loading:0",
+                "rdb_changes_since_last_save:\(changes)",
+                "rdb_bgsave_in_progress:\(background ? 1 : 0)",
+                "rdb_last_save_time:\(status.lastSaveTime / 1000)",
+                "rdb_last_bgsave_status:\(status.lastSaveOK ? "ok" : "err")",
+                "rdb_last_bgsave_time_sec:\(status.lastBackgroundSeconds)",
+                "rdb_current_bgsave_time_sec:\(background ? (now - status.currentStart) / 1000 : -1)",
+                "rdb_saves:\(status.saves)",
+                "rdb_last_load_keys_expired:\(status.expiredOnLoad)",
+                "rdb_last_load_keys_loaded:\(status.loadedKeys)",
+                "snapshot_file:\(config.snapshotPath)",
                 "aof_enabled:0",
                 "aof_rewrite_in_progress:0",
             ]
@@ -131,16 +188,17 @@ package enum ServerCommands {
             let totals = shardTotals(server)
             let base = server.stats.baseline.withLock { $0 }
             let commands = totalCommands(server) - base.commands
+            let traffic = totalTraffic(server)
             lines = [
                 "# Stats",
                 "total_connections_received:\(server.stats.connectionsReceived.load(ordering: .relaxed))",
                 "total_commands_processed:\(commands)",
                 "instantaneous_ops_per_sec:\(server.stats.instantaneousOpsPerSecond.load(ordering: .relaxed))",
-                "total_net_input_bytes:\(server.stats.netInputBytes.load(ordering: .relaxed))",
-                "total_net_output_bytes:\(server.stats.netOutputBytes.load(ordering: .relaxed))",
+                "total_net_input_bytes:\(traffic.input - base.input)",
+                "total_net_output_bytes:\(traffic.output - base.output)",
                 "rejected_connections:\(server.stats.rejectedConnections.load(ordering: .relaxed))",
                 "expired_keys:\(totals.expired - base.expired)",
-                "evicted_keys:0",
+                "evicted_keys:\(server.keyspace.evictedKeys - base.evicted)",
                 "keyspace_hits:\(totals.hits - base.hits)",
                 "keyspace_misses:\(totals.misses - base.misses)",
                 "pubsub_channels:0",
@@ -184,15 +242,28 @@ package enum ServerCommands {
             + server.clients.all.reduce(0) { $0 + $1.commandsProcessed }
     }
 
+    /// Bytes read from and written to clients, closed ones included.
+    static func totalTraffic(_ server: ServerState) -> (input: Int, output: Int) {
+        var input = server.stats.netInputBytes.load(ordering: .relaxed)
+        var output = server.stats.netOutputBytes.load(ordering: .relaxed)
+        for session in server.clients.all {
+            input += session.inputBytes
+            output += session.outputBytes
+        }
+        return (input, output)
+    }
+
     /// CONFIG RESETSTAT: the counters INFO reports start again from zero.
     static func resetStatistics(_ server: ServerState) {
         let totals = shardTotals(server)
         let commands = totalCommands(server)
-        server.stats.baseline.withLock { $0 = (totals.hits, totals.misses, totals.expired, commands) }
+        let traffic = totalTraffic(server)
+        let evicted = server.keyspace.evictedKeys
+        server.stats.baseline.withLock {
+            $0 = (totals.hits, totals.misses, totals.expired, evicted, commands, traffic.input, traffic.output)
+        }
         server.stats.connectionsReceived.store(0, ordering: .relaxed)
         server.stats.rejectedConnections.store(0, ordering: .relaxed)
-        server.stats.netInputBytes.store(0, ordering: .relaxed)
-        server.stats.netOutputBytes.store(0, ordering: .relaxed)
     }
 
     static func residentBytes() -> Int {

@@ -12,7 +12,7 @@ package enum StringCommands {
         shard.lock.lock()
         if let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) {
             shard.hits &+= 1
-            shard.touch(index)
+            shard.touch(index, now: c.now)
             c.reply.writeRESPBulkString(shard.entry(at: index).value)
         } else {
             shard.misses &+= 1
@@ -71,7 +71,7 @@ package enum StringCommands {
             let shard = db.shard(for: hash)
             if let index = shard.lookup(c.arguments[i], hash: hash, now: c.now) {
                 shard.hits &+= 1
-                shard.touch(index)
+                shard.touch(index, now: c.now)
                 c.reply.writeRESPBulkString(shard.entry(at: index).value)
             } else {
                 shard.misses &+= 1

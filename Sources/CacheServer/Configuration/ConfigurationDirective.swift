@@ -254,6 +254,8 @@ extension ConfigurationDirective {
         .string("dbfilename", .protected, \.dbFilename) { name in
             name.contains("/") ? "dbfilename can't be a path, just a filename" : nil
         },
+        // Not a Redis directive: Redis refuses to start on a damaged RDB file, with no option.
+        .enumeration("snapshot-load-corrupt", .startupOnly, \.snapshotLoadCorrupt),
         .string("pidfile", .startupOnly, \.pidFile),
         .string("logfile", .startupOnly, \.logFile),
         daemonizeDirective,

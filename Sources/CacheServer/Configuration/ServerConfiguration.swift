@@ -4,7 +4,7 @@ import NIOCore
 /// The settings of a `cached-server`, one typed field per supported redis.conf directive.
 ///
 /// Every field starts at the value Redis 7.0 uses by default (except where noted),
-/// so `ServerConfiguration()` behaves like a stock `redis-server` with persistence off.
+/// so `ServerConfiguration()` behaves like a stock `redis-server` with no save points.
 /// Fields are usually filled from a config file and the command line with
 /// ``load(configFile:overrides:)``, and changed at run time through
 /// `CONFIG SET` with ``configSet(_:)``.
@@ -78,7 +78,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var maxMemory: UInt64 = 0
 
     /// What to do when `maxMemory` is reached (`maxmemory-policy`).
-    public var maxMemoryPolicy: MaxMemoryPolicy = .noEviction
+    ///
+    /// Unlike Redis, whose default is `noeviction`, the default is `allkeys-sieve`: a cache should make room.
+    public var maxMemoryPolicy: MaxMemoryPolicy = .allKeysSieve
 
     /// Number of keys sampled per eviction by the approximated LRU/LFU/TTL
     /// policies (`maxmemory-samples`).
@@ -96,20 +98,26 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Unlike Redis, whose default is 1, the default is the number of CPU cores.
     public var ioThreads: Int = min(max(System.coreCount, 1), 128)
 
-    /// RDB snapshot points (`save`). This server keeps data in memory only; the
-    /// directive is accepted and reported for compatibility, and ignored.
+    /// When to write a snapshot in the background (`save <seconds> <changes>`...): after
+    /// `seconds` since the last save if at least `changes` keys changed. Empty (the default)
+    /// writes none on a schedule; `SAVE`, `BGSAVE` and `SHUTDOWN SAVE` still do.
     public var savePoints: [SavePoint] = []
 
     /// Whether the append-only file is on (`appendonly`). Accepted and reported
     /// for compatibility; this server never writes one.
     public var appendOnly: Bool = false
 
-    /// Working directory for data files (`dir`). Reported by `CONFIG GET dir` as an
+    /// Directory of the snapshot file (`dir`). Reported by `CONFIG GET dir` as an
     /// absolute path.
     public var directory: String = "./"
 
-    /// File name of RDB snapshots (`dbfilename`); reported only.
-    public var dbFilename: String = "dump.rdb"
+    /// File name of the snapshot in ``directory`` (`dbfilename`). Not Redis's RDB
+    /// format, hence not Redis's default name `dump.rdb`.
+    public var dbFilename: String = "cached.snapshot"
+
+    /// What to do at startup when the snapshot file is damaged, truncated, of an unknown
+    /// format version or unusable (`snapshot-load-corrupt`; not a Redis directive).
+    public var snapshotLoadCorrupt: SnapshotLoadCorrupt = .fail
 
     /// File to write the process id to; empty for none (`pidfile`).
     public var pidFile: String = ""
@@ -198,6 +206,17 @@ public struct ServerConfiguration: Sendable, Equatable {
         case allKeysRandom = "allkeys-random"
         /// Evict nothing; refuse writes that need memory.
         case noEviction = "noeviction"
+        /// Evict any key with a SIEVE-style hand that spares keys read since it last passed (not in Redis).
+        case allKeysSieve = "allkeys-sieve"
+    }
+
+    /// Values of the `snapshot-load-corrupt` directive.
+    public enum SnapshotLoadCorrupt: String, Sendable, CaseIterable {
+        /// Log the problem and exit with a non-zero status, leaving the file as it is.
+        case fail
+        /// Keep the keys of the intact blocks before the damage, move the file aside to
+        /// `<dbfilename>.corrupt`, log a warning and start.
+        case skip
     }
 
     /// One `save <seconds> <changes>` point.

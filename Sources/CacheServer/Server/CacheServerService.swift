@@ -6,35 +6,44 @@ import NIOPosix
 import ServiceLifecycle
 import Synchronization
 
-/// The cache server as a swift-service-lifecycle `Service`: it listens, serves RESP clients on every core,
-/// sweeps expired keys in the background, and on graceful shutdown stops accepting, answers what is in
-/// flight, closes its clients and returns.
+/// The cache server as a swift-service-lifecycle `Service`: it loads the snapshot file if there is one,
+/// listens, serves RESP clients on every core, sweeps expired keys and writes scheduled snapshots in the
+/// background, and on graceful shutdown stops accepting, answers what is in flight, closes its clients,
+/// writes the final snapshot when one is due, and returns.
 public final class CacheServerService: Service, Sendable {
     package let state: ServerState
     private let onServerRunning: (@Sendable ([Int]) -> Void)?
+    private let systemd: SystemdNotifier?
     private let listeners = Mutex<[any Channel]>([])
+    /// How SHUTDOWN asked the server to stop; nil for a signal.
+    private let shutdownRequest = Mutex<ShutdownRequest?>(nil)
+    private let stopping = Atomic<Bool>(false)
 
     /// A server with `configuration`.
     /// - Parameters:
     ///   - configuration: Ports, limits and the other directives.
     ///   - logger: Where the server logs its events.
     ///   - clock: The clock for expiry (tests may pass a ``ManualClock``).
+    ///   - systemd: Where to send `READY=1`, `STOPPING=1` and `STATUS=` lines (`sd_notify`), if anywhere.
     ///   - onServerRunning: Called with the bound TCP ports once the server listens.
     public init(
         configuration: ServerConfiguration,
         logger: Logger,
         clock: any CacheClock = SystemClock(),
+        systemd: SystemdNotifier? = nil,
         onServerRunning: (@Sendable ([Int]) -> Void)? = nil
     ) {
         // Freed memory goes back to the system within about a second (jemalloc's default is 10 s).
         EntryMemory.configureDecay(milliseconds: 1000)
         self.state = ServerState(configuration: configuration, clock: clock, logger: logger)
+        self.systemd = systemd
         self.onServerRunning = onServerRunning
     }
 
     public func run() async throws {
         let config = state.config
         let logger = state.logger
+        try await loadSnapshot(config)
         let threads = config.ioThreads > 0 ? config.ioThreads : System.coreCount
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let state = self.state
@@ -94,11 +103,17 @@ public final class CacheServerService: Service, Sendable {
         let ports = bound.compactMap { $0.localAddress?.port }
         let sweeper = ExpirySweeper(state: state)
         sweeper.start()
-        state.onShutdownRequest { [weak self] _ in self?.stopListening() }
+        state.snapshots.startScheduler { [state] in state.config }
+        state.onShutdownRequest { [weak self] request in
+            self?.shutdownRequest.withLock { $0 = request }
+            self?.stopListening()
+        }
         var ready: Logger.Metadata = ["threads": "\(threads)"]
         if let port = ports.first { ready["port"] = "\(port)" }
         if !config.unixSocket.isEmpty { ready["unixsocket"] = "\(config.unixSocket)" }
         logger.notice("Ready to accept connections", metadata: ready)
+        let places = (ports.map { "port \($0)" } + (config.unixSocket.isEmpty ? [] : [config.unixSocket]))
+        notifySystemd("READY=1\nSTATUS=Ready to accept connections on \(places.joined(separator: ", "))")
         onServerRunning?(ports)
 
         await withGracefulShutdownHandler {
@@ -112,7 +127,69 @@ public final class CacheServerService: Service, Sendable {
         sweeper.stop()
         await closeClients(within: .seconds(max(0, state.config.shutdownTimeout)))
         try? await group.shutdownGracefully()
+        let saved = await saveBeforeExit()
         logger.notice("cached-server is now ready to exit, bye bye...")
+        if let failure = saved { throw failure }
+    }
+
+    /// Loads the snapshot file, on a thread of its own, before anything listens.
+    private func loadSnapshot(_ config: ServerConfiguration) async throws {
+        let state = self.state
+        if access(config.snapshotPath, F_OK) == 0 {
+            notifySystemd("STATUS=Loading the snapshot \(config.snapshotPath)")
+        }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let thread = Thread {
+                do {
+                    try state.snapshots.load(config)
+                    continuation.resume()
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+            thread.name = "cached-load"
+            thread.start()
+        }
+    }
+
+    /// Writes the final snapshot once no client is left: on a signal when save points are set, after
+    /// SHUTDOWN SAVE (or SHUTDOWN with save points) when something changed since its save, never after
+    /// SHUTDOWN NOSAVE. Returns the error of a failed save.
+    private func saveBeforeExit() async -> SnapshotSaveFailure? {
+        let state = self.state
+        let config = state.config
+        state.snapshots.stopScheduler()
+        let request = shutdownRequest.withLock { $0 }
+        let due: Bool
+        switch request {
+        case nil:
+            due = !config.savePoints.isEmpty
+        case let request?:
+            // SHUTDOWN saved already when it was asked to (or had save points), before the listeners closed;
+            // when that failed and FORCE made it go on, it exits without trying again.
+            due = (request.save ?? !config.savePoints.isEmpty) && state.snapshots.current.lastSaveOK
+                && state.snapshots.changesSinceLastSave > 0
+        }
+        guard due else { return nil }
+        notifySystemd("STATUS=Saving the final snapshot")
+        state.logger.notice("Saving the final snapshot before exiting.")
+        return await withCheckedContinuation { (continuation: CheckedContinuation<SnapshotSaveFailure?, Never>) in
+            let thread = Thread {
+                switch state.snapshots.saveNow(config, trigger: "shutdown", waitForOthers: true) {
+                case .failed(let error):
+                    continuation.resume(returning: SnapshotSaveFailure(underlying: error))
+                case .saved, .busy:
+                    continuation.resume(returning: nil)
+                }
+            }
+            thread.name = "cached-final-save"
+            thread.start()
+        }
+    }
+
+    private func notifySystemd(_ message: String) {
+        guard let systemd, let problem = systemd.notify(message) else { return }
+        state.logger.warning("Could not notify systemd", metadata: ["error": "\(problem)"])
     }
 
     /// Answers what was read: flushes every client's pending output, then closes it. Clients that have not
@@ -157,6 +234,9 @@ public final class CacheServerService: Service, Sendable {
 
     /// Stops accepting connections; ``run()`` then closes the clients and returns.
     public func stopListening() {
+        if !stopping.exchange(true, ordering: .relaxed) {
+            notifySystemd("STOPPING=1\nSTATUS=Shutting down")
+        }
         let channels = listeners.withLock { $0 }
         for channel in channels { channel.close(promise: nil) }
     }
@@ -206,6 +286,10 @@ final class ExpirySweeper: Sendable {
                 if state.clock.nowMilliseconds() - started >= Int64(period / 4) { break }
             }
             EntryMemory.decayAll()
+            // The sweep made the dataset total exact; refresh the heap's other part for maxmemory.
+            let budget = state.keyspace.budget
+            let overhead = EntryMemory.overheadBytes(datasetBytes: budget.datasetBytes.load(ordering: .relaxed))
+            budget.overheadBytes.store(overhead, ordering: .relaxed)
             let now = state.clock.nowMilliseconds()
             if now - lastSample.time >= 100 {
                 let commands = ServerCommands.totalCommands(state)
@@ -236,6 +320,13 @@ final class ExpirySweeper: Sendable {
             session.close()
         }
     }
+}
+
+/// The final snapshot could not be written at shutdown.
+public struct SnapshotSaveFailure: Error, CustomStringConvertible {
+    let underlying: SnapshotError
+
+    public var description: String { "Error trying to save the snapshot before exiting: \(underlying)" }
 }
 
 /// The server could not listen where it was configured to.

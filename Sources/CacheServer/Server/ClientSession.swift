@@ -35,6 +35,8 @@ package final class ClientSession: @unchecked Sendable {
     private let lastInteraction: Atomic<Int64>
     private let lastCommand = Atomic<Int>(-1)
     private let commands = Atomic<Int>(0)
+    private let bytesIn = Atomic<Int>(0)
+    private let bytesOut = Atomic<Int>(0)
     private let sharedLock = Mutex<String?>(nil)
     /// The connection, when there is one (tests drive sessions without a network).
     private let channel: (any Channel)?
@@ -95,4 +97,15 @@ package final class ClientSession: @unchecked Sendable {
     package var lastCommandIndex: Int { lastCommand.load(ordering: .relaxed) }
     package var lastInteractionTime: Int64 { lastInteraction.load(ordering: .relaxed) }
     package var commandsProcessed: Int { commands.load(ordering: .relaxed) }
+
+    /// Counts bytes read from and written to this client. Only the connection's event loop writes these
+    /// counters, so a plain load and store suffice, and no cache line is shared with other connections.
+    @inline(__always)
+    package func noteTraffic(input: Int = 0, output: Int = 0) {
+        if input != 0 { bytesIn.store(bytesIn.load(ordering: .relaxed) &+ input, ordering: .relaxed) }
+        if output != 0 { bytesOut.store(bytesOut.load(ordering: .relaxed) &+ output, ordering: .relaxed) }
+    }
+
+    package var inputBytes: Int { bytesIn.load(ordering: .relaxed) }
+    package var outputBytes: Int { bytesOut.load(ordering: .relaxed) }
 }

@@ -19,6 +19,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     private var limits: RESPRequestLimits
     private var queryBufferLimit: Int
     private var outputLimit: ServerConfiguration.OutputBufferLimit
+    private var limitsGeneration = 0
 
     /// Redis 7.0's reply to a non-local client while protected mode is on and no password is set.
     static let protectedModeMessage =
@@ -34,6 +35,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         self.server = server
         self.unixSocketPath = unixSocketPath
         self.output = ByteBuffer()
+        self.limitsGeneration = server.limitsGeneration
         (self.limits, self.queryBufferLimit, self.outputLimit) = server.requestLimits
     }
 
@@ -84,6 +86,8 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             server.clients.remove(session.id)
             server.monitors.remove(id: session.id)
             server.stats.commandsOfClosedClients.wrappingAdd(session.commandsProcessed, ordering: .relaxed)
+            server.stats.netInputBytes.wrappingAdd(session.inputBytes, ordering: .relaxed)
+            server.stats.netOutputBytes.wrappingAdd(session.outputBytes, ordering: .relaxed)
         }
         context.fireChannelInactive()
     }
@@ -91,9 +95,13 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var incoming = unwrapInboundIn(data)
         guard !closing, let session else { return }
-        server.stats.netInputBytes.wrappingAdd(incoming.readableBytes, ordering: .relaxed)
-        // CONFIG SET applies to connections that are already open, as in Redis.
-        (limits, queryBufferLimit, outputLimit) = server.requestLimits
+        session.noteTraffic(input: incoming.readableBytes)
+        // CONFIG SET applies to connections that are already open, as in Redis; one relaxed load tells.
+        let generation = server.limitsGeneration
+        if generation != limitsGeneration {
+            limitsGeneration = generation
+            (limits, queryBufferLimit, outputLimit) = server.requestLimits
+        }
         let now = server.clock.nowMilliseconds()
         if var assembly = pending {
             pending = nil
@@ -260,9 +268,11 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     private func write(context: ChannelHandlerContext) {
         guard output.readableBytes > 0 else { return }
         guard withinOutputLimits(context: context) else { return }
-        server.stats.netOutputBytes.wrappingAdd(output.readableBytes, ordering: .relaxed)
+        session?.noteTraffic(output: output.readableBytes)
         context.write(wrapOutboundOut(output), promise: nil)
-        output = context.channel.allocator.buffer(capacity: 4096)
+        // Keep the storage: once the channel has written it (usually within the flush that follows), the
+        // next replies go into the same memory instead of a new allocation.
+        output.clear()
         unflushed = true
     }
 
@@ -321,7 +331,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     private func closeAfterFlush(context: ChannelHandlerContext) {
         closing = true
         pending = nil
-        server.stats.netOutputBytes.wrappingAdd(output.readableBytes, ordering: .relaxed)
+        session?.noteTraffic(output: output.readableBytes)
         let reply = output
         output = ByteBuffer()
         let channel = context.channel

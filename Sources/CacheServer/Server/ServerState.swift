@@ -13,6 +13,8 @@ package final class ServerState: Sendable {
     package let clients = ClientRegistry()
     package let monitors = MonitorRegistry()
     package let stats = ServerStats()
+    /// Snapshot saves and the startup load.
+    package let snapshots: SnapshotCoordinator
     package let logger: Logger
     /// Milliseconds since the epoch when the server started.
     package let startTime: Int64
@@ -20,17 +22,33 @@ package final class ServerState: Sendable {
     package let runID: String
     private let configuration: Mutex<ServerConfiguration>
     private let shutdownHook = Mutex<(@Sendable (ShutdownRequest) -> Void)?>(nil)
+    private let limitsVersion = Atomic<Int>(0)
+
+    /// Changes whenever CONFIG SET changes the request limits; connections re-read them only then.
+    @inline(__always)
+    package var limitsGeneration: Int { limitsVersion.load(ordering: .acquiring) }
+
     private let limitsCache: Mutex<(parser: RESPRequestLimits, queryBuffer: Int, output: ServerConfiguration.OutputBufferLimit)>
 
     package init(configuration: ServerConfiguration, clock: any CacheClock = SystemClock(), logger: Logger) {
-        self.keyspace = Keyspace(databases: configuration.databases)
+        let keyspace = Keyspace(databases: configuration.databases)
+        self.keyspace = keyspace
         self.clock = clock
         self.commands = CommandTable(CommandRegistry.all.renamed(configuration.renamedCommands))
         self.logger = logger
         self.startTime = clock.nowMilliseconds()
+        self.snapshots = SnapshotCoordinator(keyspace: keyspace, clock: clock, logger: logger)
         self.runID = (0..<40).map { _ in String("0123456789abcdef".randomElement()!) }.joined()
         self.configuration = Mutex(configuration)
         self.limitsCache = Mutex(Self.limits(for: configuration))
+        Self.applyMemorySettings(configuration, to: keyspace.budget)
+    }
+
+    /// Hands `maxmemory`, `maxmemory-policy` and `maxmemory-samples` to the engine.
+    private static func applyMemorySettings(_ config: ServerConfiguration, to budget: MemoryBudget) {
+        budget.setLimit(Int(clamping: config.maxMemory))
+        budget.setPolicy(config.maxMemoryPolicy.evictionPolicy)
+        budget.samples.store(config.maxMemorySamples, ordering: .relaxed)
     }
 
     /// A copy of the current configuration.
@@ -45,6 +63,8 @@ package final class ServerState: Sendable {
                 return .failure(error)
             }
             limitsCache.withLock { $0 = Self.limits(for: config) }
+            limitsVersion.add(1, ordering: .releasing)
+            Self.applyMemorySettings(config, to: keyspace.budget)
             return .success(())
         }
         try result.get()
@@ -73,6 +93,23 @@ package final class ServerState: Sendable {
     }
 }
 
+extension ServerConfiguration.MaxMemoryPolicy {
+    /// The engine's policy of this name.
+    package var evictionPolicy: EvictionPolicy {
+        switch self {
+        case .volatileLRU: .volatileLRU
+        case .volatileLFU: .volatileLFU
+        case .volatileRandom: .volatileRandom
+        case .volatileTTL: .volatileTTL
+        case .allKeysLRU: .allKeysLRU
+        case .allKeysLFU: .allKeysLFU
+        case .allKeysRandom: .allKeysRandom
+        case .noEviction: .noEviction
+        case .allKeysSieve: .allKeysSieve
+        }
+    }
+}
+
 /// How SHUTDOWN asked the server to stop.
 package struct ShutdownRequest: Sendable {
     package var save: Bool?
@@ -86,13 +123,17 @@ package final class ServerStats: Sendable {
     package let rejectedConnections = Atomic<Int>(0)
     /// Commands run by connections that have closed (live ones count their own).
     package let commandsOfClosedClients = Atomic<Int>(0)
+    /// Bytes read from and written to clients that have closed (live ones count their own).
     package let netInputBytes = Atomic<Int>(0)
     package let netOutputBytes = Atomic<Int>(0)
     /// Operations per second over the last sampling period, updated by the cron.
     package let instantaneousOpsPerSecond = Atomic<Int>(0)
     package let resetTime = Atomic<Int64>(0)
-    /// Hits, misses and expired keys at the last CONFIG RESETSTAT, subtracted from the shard totals.
-    package let baseline = Mutex<(hits: Int, misses: Int, expired: Int, commands: Int)>((0, 0, 0, 0))
+    /// Hits, misses, expired and evicted keys, commands and traffic at the last CONFIG RESETSTAT, subtracted
+    /// from the running totals.
+    package let baseline = Mutex<
+        (hits: Int, misses: Int, expired: Int, evicted: Int, commands: Int, input: Int, output: Int)
+    >((0, 0, 0, 0, 0, 0, 0))
 
     package init() {}
 }

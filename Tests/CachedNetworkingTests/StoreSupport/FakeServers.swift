@@ -1,16 +1,9 @@
+import CachedTestSupport
 import Foundation
 
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// Runs blocking work (spawning or stopping processes, socket calls) on a thread of its own, so that tests do
-/// not hold up the cooperative pool the store under test resumes its callers on.
-func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
-}
 
 /// A socket that listens on a loopback port and never accepts or reads: connections complete (the kernel
 /// accepts them into the backlog), commands are written, and no reply ever comes.
@@ -19,21 +12,7 @@ final class SilentListener: @unchecked Sendable {
     private let fd: Int32
 
     init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw StoreTestEnvironmentError("socket() failed: errno \(errno)") }
-        var addr = loopbackAddress(port: 0)
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, listen(fd, 64) == 0 else {
-            close(fd)
-            throw StoreTestEnvironmentError("bind/listen failed: errno \(errno)")
-        }
-        self.fd = fd
-        do { port = try boundPort(fd) } catch {
-            close(fd)
-            throw error
-        }
+        (fd, port) = try listenOnLoopback(backlog: 64)
     }
 
     deinit { close(fd) }
@@ -61,25 +40,7 @@ final class ScriptedServer: @unchecked Sendable {
     init(port: Int = 0, replyDelay: Duration = .zero, respond: @escaping Responder) throws {
         self.respond = respond
         self.replyDelay = useconds_t(replyDelay.components.seconds * 1_000_000 + replyDelay.components.attoseconds / 1_000_000_000_000)
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard listener >= 0 else { throw StoreTestEnvironmentError("socket() failed: errno \(errno)") }
-        var one: Int32 = 1
-        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = loopbackAddress(port: port)
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(listener, 16) == 0 else {
-            close(listener)
-            throw StoreTestEnvironmentError("bind/listen on port \(port) failed: errno \(errno)")
-        }
-        self.listener = listener
-        do { self.port = try boundPort(listener) } catch {
-            close(listener)
-            throw error
-        }
+        (listener, self.port) = try listenOnLoopback(port: port, reuseAddress: true)
         Thread { [self] in serve() }.start()
     }
 
@@ -161,23 +122,9 @@ final class HangUpServer: @unchecked Sendable {
     private let listener: Int32
 
     init() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard listener >= 0 else { throw StoreTestEnvironmentError("socket() failed: errno \(errno)") }
-        var addr = loopbackAddress(port: 0)
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(listener, 16) == 0 else {
-            close(listener)
-            throw StoreTestEnvironmentError("bind/listen failed: errno \(errno)")
-        }
+        let (listener, port) = try listenOnLoopback()
         self.listener = listener
-        do { port = try boundPort(listener) } catch {
-            close(listener)
-            throw error
-        }
+        self.port = port
         Thread { [listener] in
             while true {
                 let client = accept(listener, nil, nil)

@@ -1,3 +1,4 @@
+import CachedTestSupport
 import Foundation
 import NIOCore
 import Testing
@@ -14,7 +15,7 @@ enum StoreUnderTest: String, CaseIterable, Sendable, CustomTestStringConvertible
 
     var testDescription: String { rawValue }
 
-    var serverKind: StoreServerProcess.Kind? {
+    var serverKind: ServerProcess.Kind? {
         switch self {
         case .memory: nil
         case .cachedServer: .cached
@@ -27,22 +28,22 @@ enum StoreUnderTest: String, CaseIterable, Sendable, CustomTestStringConvertible
 /// begins and stopped when it ends. A server that could not start fails only the tests that use it.
 struct LiveServersTrait: SuiteTrait, TestScoping {
     final class Servers: Sendable {
-        let cached: Result<StoreServerProcess, StoreTestEnvironmentError>
-        let redis: Result<StoreServerProcess, StoreTestEnvironmentError>
+        let cached: Result<ServerProcess, TestEnvironmentError>
+        let redis: Result<ServerProcess, TestEnvironmentError>
 
         init() {
-            func start(_ kind: StoreServerProcess.Kind) -> Result<StoreServerProcess, StoreTestEnvironmentError> {
-                do { return .success(try StoreServerProcess.start(kind)) } catch let error as StoreTestEnvironmentError {
+            func start(_ kind: ServerProcess.Kind) -> Result<ServerProcess, TestEnvironmentError> {
+                do { return .success(try ServerProcess.start(kind)) } catch let error as TestEnvironmentError {
                     return .failure(error)
                 } catch {
-                    return .failure(StoreTestEnvironmentError("\(kind.rawValue): \(error)"))
+                    return .failure(TestEnvironmentError("\(kind.rawValue): \(error)"))
                 }
             }
             cached = start(.cached)
             redis = start(.redis)
         }
 
-        func server(_ kind: StoreServerProcess.Kind) throws -> StoreServerProcess {
+        func server(_ kind: ServerProcess.Kind) throws -> ServerProcess {
             try (kind == .cached ? cached : redis).get()
         }
 
@@ -68,9 +69,9 @@ struct LiveServersTrait: SuiteTrait, TestScoping {
     }
 
     /// The running server of `kind`.
-    static func server(_ kind: StoreServerProcess.Kind) throws -> StoreServerProcess {
+    static func server(_ kind: ServerProcess.Kind) throws -> ServerProcess {
         guard let current else {
-            throw StoreTestEnvironmentError("this test needs the .liveServers trait on its suite")
+            throw TestEnvironmentError("this test needs the .liveServers trait on its suite")
         }
         return try current.server(kind)
     }

@@ -1,3 +1,4 @@
+import CachedTestSupport
 import Foundation
 
 /// The throughput lines of a `redis-benchmark -q` run: `SET: 125000.00 requests per second, p50=0.351 msec`.

@@ -1,3 +1,4 @@
+import CachedTestSupport
 import Foundation
 
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+import CachedTestSupport
 import Foundation
 
 /// The client programs Redis users point at a server, aimed at this one.

@@ -11,7 +11,7 @@ extension Process {
     /// Test code runs on Dispatch worker threads, which block most signals (SIGTERM, SIGINT, SIGHUP…), so a
     /// server started from a test would never see the SIGTERM that `stop()` sends. The spawn therefore happens
     /// on a fresh thread that unblocks every signal first.
-    func runWithUnblockedSignals() throws {
+    public func runWithUnblockedSignals() throws {
         let outcome = SpawnOutcome()
         let done = DispatchSemaphore(value: 0)
         let thread = Thread { [self] in
@@ -29,4 +29,33 @@ extension Process {
 
 private final class SpawnOutcome: @unchecked Sendable {
     var error: Error?
+}
+
+/// Bytes that drain threads append while a test reads them.
+final class OutputCapture: @unchecked Sendable {
+    private let lock = NSLock()
+    private var storage = Data()
+    private let drains = DispatchGroup()
+
+    var data: Data { lock.withLock { storage } }
+
+    /// Reads `handle` to its end on a thread of its own, appending what arrives, so that the writer never blocks
+    /// on a full pipe.
+    func drain(_ handle: FileHandle) {
+        drains.enter()
+        Thread.detachNewThread { [self] in
+            while true {
+                let chunk = handle.availableData  // blocks until data or end of file
+                if chunk.isEmpty { break }
+                lock.withLock { storage.append(chunk) }
+            }
+            drains.leave()
+        }
+    }
+
+    /// Waits (at most `timeout` seconds) until every drained handle has reached its end.
+    @discardableResult
+    func waitForEnd(timeout: TimeInterval) -> Bool {
+        drains.wait(timeout: .now() + timeout) == .success
+    }
 }

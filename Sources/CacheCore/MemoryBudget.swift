@@ -1,0 +1,87 @@
+import Synchronization
+
+/// How the keyspace makes room when its memory is over the limit (`maxmemory-policy`).
+package enum EvictionPolicy: UInt8, Sendable, CaseIterable {
+    /// Evict nothing: commands that need memory are refused.
+    case noEviction
+    /// Any key, least recently read first (approximated by sampling).
+    case allKeysLRU
+    /// Keys with a TTL, least recently read first.
+    case volatileLRU
+    /// Any key, least frequently read first (Redis's logarithmic counter with decay).
+    case allKeysLFU
+    /// Keys with a TTL, least frequently read first.
+    case volatileLFU
+    /// Any key, at random.
+    case allKeysRandom
+    /// Keys with a TTL, at random.
+    case volatileRandom
+    /// Keys with a TTL, the one expiring soonest first.
+    case volatileTTL
+    /// Any key, by a SIEVE-style hand over each shard's table that spares keys read since it last passed
+    /// (see ``Shard/evictOne(now:)``). The default.
+    case allKeysSieve
+
+    /// Whether only keys with a TTL may be evicted.
+    @inlinable
+    package var volatileOnly: Bool {
+        switch self {
+        case .volatileLRU, .volatileLFU, .volatileRandom, .volatileTTL: true
+        default: false
+        }
+    }
+}
+
+/// The memory limit and the keyspace's running total of used bytes, shared by every shard.
+///
+/// Shards count their bytes exactly under their own locks and add their changes to ``used`` in batches of
+/// about ``flushThreshold`` bytes, so two event loops writing to different shards do not write one shared
+/// cache line on every command. The total is therefore exact to within `flushThreshold` per shard, and the
+/// sweeper makes it exact at every cycle (``Keyspace/flushAccounting()``).
+package final class MemoryBudget: Sendable {
+    /// The limit in bytes; 0 means none.
+    package let limitBytes = Atomic<Int>(0)
+    /// Bytes held by entries, tables and expiry indexes, as flushed by the shards.
+    package let datasetBytes = Atomic<Int>(0)
+    /// Heap bytes not held by the dataset (connection buffers, allocator caches), refreshed by the sweeper.
+    package let overheadBytes = Atomic<Int>(0)
+    private let policyValue = Atomic<UInt8>(EvictionPolicy.allKeysSieve.rawValue)
+    /// Keys sampled per eviction by the approximated policies (`maxmemory-samples`).
+    package let samples = Atomic<Int>(5)
+    /// How far a shard's unflushed change may grow before it is added to ``datasetBytes``.
+    package let flushThreshold = Atomic<Int>(256)
+
+    package init() {}
+
+    @inlinable
+    package var policy: EvictionPolicy {
+        get { EvictionPolicy(rawValue: policyValueLoad()) ?? .noEviction }
+    }
+
+    @usableFromInline
+    func policyValueLoad() -> UInt8 { policyValue.load(ordering: .relaxed) }
+
+    package func setPolicy(_ policy: EvictionPolicy) { policyValue.store(policy.rawValue, ordering: .relaxed) }
+
+    /// Sets the limit (0: none). The flush threshold follows it: 1/65536 of the limit, between 256 bytes and
+    /// 64 KiB, so that the unflushed total of the 256 shards of a database is under 0.4% of the limit.
+    package func setLimit(_ bytes: Int) {
+        limitBytes.store(max(0, bytes), ordering: .relaxed)
+        let threshold = bytes > 0 ? min(64 * 1024, max(256, bytes / 65536)) : 64 * 1024
+        flushThreshold.store(threshold, ordering: .relaxed)
+    }
+
+    /// The bytes compared with the limit: the dataset plus the heap's other allocations.
+    @inlinable
+    package var usedBytes: Int {
+        datasetBytes.load(ordering: .relaxed) + overheadBytes.load(ordering: .relaxed)
+    }
+
+    /// Whether a limit is set and used memory is over it: two relaxed loads, on every command that may
+    /// allocate.
+    @inlinable @inline(__always)
+    package var isOverLimit: Bool {
+        let limit = limitBytes.load(ordering: .relaxed)
+        return limit > 0 && usedBytes > limit
+    }
+}

@@ -1,0 +1,171 @@
+/// Eviction: what each policy records when a key is written or read, and how a shard chooses the key to
+/// remove when the keyspace is over its memory limit. All require the shard's lock.
+///
+/// Per-entry state is the 2-bit read count in the flags byte (default policy) and the 3-byte access stamp
+/// (LRU and LFU), as Redis keeps 24 bits per object:
+///
+/// - LRU: the time of the last write or read in units of 128 ms, modulo 2^24 (it wraps after 24.8 days;
+///   Redis uses 1 s units and wraps after 194 days).
+/// - LFU: Redis's layout: the low 8 bits a logarithmic access counter (new keys start at 5, an access
+///   increments it with probability 1 / ((counter - 5) * 10 + 1)), the high 16 bits the minute of the last
+///   decrement; the counter loses one per minute without access.
+extension Shard {
+    static let lruUnitShift: Int64 = 7
+    static let stampMask: UInt32 = 0xFF_FFFF
+    static let lfuInitialCount: UInt32 = 5
+    static let lfuLogFactor: UInt64 = 10
+
+    @inline(__always)
+    static func lruClock(_ now: Int64) -> UInt32 { UInt32(truncatingIfNeeded: now >> lruUnitShift) & stampMask }
+
+    @inline(__always)
+    static func lfuMinutes(_ now: Int64) -> UInt32 { UInt32(truncatingIfNeeded: now / 60_000) & 0xFFFF }
+
+    /// Sets the access stamp of an entry just written, for the current policy.
+    @inline(__always)
+    func stampNew(_ entry: Entry) {
+        switch budget.policy {
+        case .allKeysLRU, .volatileLRU:
+            entry.access = Self.lruClock(clockNow)
+        case .allKeysLFU, .volatileLFU:
+            entry.access = Self.lfuMinutes(clockNow) << 8 | Self.lfuInitialCount
+        default:
+            break
+        }
+    }
+
+    /// Marks the entry in slot `index` as read at `now` (GET, MGET): raises its read count, or its stamp.
+    @inline(__always)
+    package func touch(_ index: Int, now: Int64) {
+        let e = entry(at: index)
+        switch budget.policy {
+        case .allKeysLRU, .volatileLRU:
+            e.access = Self.lruClock(now)
+        case .allKeysLFU, .volatileLFU:
+            var counter = lfuDecayedCounter(e.access, now: now)
+            if counter < 255 {
+                let base = UInt64(counter > Self.lfuInitialCount ? counter - Self.lfuInitialCount : 0)
+                // Increment with probability 1 / (base * factor + 1).
+                if nextRandom() % (base * Self.lfuLogFactor + 1) == 0 { counter += 1 }
+            }
+            e.access = Self.lfuMinutes(now) << 8 | counter
+        default:
+            let flags = e.flags
+            if flags & Entry.readCountMask != Entry.readCountMask { e.readCount = e.readCount + 1 }
+        }
+    }
+
+    /// The LFU counter of a stamp, less one per minute since its last decrement.
+    @inline(__always)
+    func lfuDecayedCounter(_ access: UInt32, now: Int64) -> UInt32 {
+        let counter = access & 0xFF
+        let last = access >> 8
+        let minutes = Self.lfuMinutes(now)
+        let elapsed = minutes >= last ? minutes - last : 0xFFFF - last + minutes
+        return counter > elapsed ? counter - elapsed : 0
+    }
+
+    @inline(__always)
+    func nextRandom() -> UInt64 {
+        var x = randomState
+        x ^= x << 13
+        x ^= x >> 7
+        x ^= x << 17
+        randomState = x
+        return x
+    }
+
+    /// Removes one key chosen by the budget's policy at `now`, counting it in ``evictedKeys``. Returns
+    /// false when this shard has no key the policy may evict (none at all, or none with a TTL for the
+    /// volatile policies), or the policy is `noeviction`.
+    @discardableResult
+    package func evictOne(now: Int64) -> Bool {
+        let policy = budget.policy
+        guard count > 0, let slots else { return false }
+        if policy.volatileOnly && expiresCount == 0 { return false }
+        let victim: Int?
+        switch policy {
+        case .noEviction:
+            return false
+        case .allKeysSieve:
+            victim = sieveVictim(slots)
+        case .allKeysRandom, .volatileRandom:
+            victim = sampleVictim(slots, samples: 1, volatileOnly: policy.volatileOnly) { _ in 0 }
+        case .allKeysLRU, .volatileLRU:
+            let clock = Self.lruClock(now)
+            victim = sampleVictim(slots, samples: budget.samples.load(ordering: .relaxed), volatileOnly: policy.volatileOnly) {
+                // Idle time in clock units, modulo the clock's wrap.
+                Int((clock &- $0.access) & Self.stampMask)
+            }
+        case .allKeysLFU, .volatileLFU:
+            victim = sampleVictim(slots, samples: budget.samples.load(ordering: .relaxed), volatileOnly: policy.volatileOnly) {
+                255 - Int(lfuDecayedCounter($0.access, now: now))
+            }
+        case .volatileTTL:
+            victim = sampleVictim(slots, samples: budget.samples.load(ordering: .relaxed), volatileOnly: true) {
+                // The sooner it expires, the better a victim.
+                Int.max - Int($0.expiry ?? .max)
+            }
+        }
+        guard let victim else { return false }
+        remove(at: victim)
+        evictedKeys &+= 1
+        return true
+    }
+
+    /// The default policy's choice: the hand walks the table in slot order from where it stopped; an entry
+    /// read since the hand last passed (read count > 0) is spared and its count decremented, the first
+    /// entry with a count of 0 is the victim. Entries never move to a queue's head: a kept entry stays
+    /// where it is, and a new entry lands wherever its hash puts it, with a count of 0.
+    ///
+    /// This is SIEVE's rule (spare the visited, evict the first unvisited, never reorder) over the hash
+    /// table's order instead of insertion order, which keeps it free of per-entry links; the 2-bit count
+    /// lets a key read several times survive several passes.
+    private func sieveVictim(_ slots: UnsafeMutablePointer<UInt64>) -> Int? {
+        let mask = capacity - 1
+        var i = hand & mask
+        // Counts are at most 3, so four passes always find a victim.
+        for _ in 0..<(4 * capacity) {
+            let s = slots[i]
+            if s != 0 {
+                let e = Self.unpack(s)
+                let readCount = e.readCount
+                if readCount == 0 {
+                    // Removing shifts the next entry of the run into this slot: the hand stays to look at it.
+                    hand = i
+                    return i
+                }
+                e.readCount = readCount - 1
+            }
+            i = (i + 1) & mask
+        }
+        return nil
+    }
+
+    /// The entry with the highest `score` among `samples` consecutive occupied slots from a random one
+    /// (only entries with a TTL when `volatileOnly`), as Redis samples a few keys per eviction. When a
+    /// shard holds at most `samples` candidates, every one of them is considered.
+    private func sampleVictim(
+        _ slots: UnsafeMutablePointer<UInt64>, samples: Int, volatileOnly: Bool, score: (Entry) -> Int
+    ) -> Int? {
+        let mask = capacity - 1
+        var i = Int(truncatingIfNeeded: nextRandom()) & mask
+        var best: (index: Int, score: Int)?
+        var seen = 0
+        var steps = 0
+        while seen < max(1, samples) && steps < capacity {
+            let s = slots[i]
+            if s != 0 {
+                let e = Self.unpack(s)
+                if !volatileOnly || e.hasExpiry {
+                    let value = score(e)
+                    if best == nil || value > best!.score { best = (i, value) }
+                    seen += 1
+                }
+            }
+            i = (i + 1) & mask
+            steps += 1
+        }
+        return best?.index
+    }
+}

@@ -1,0 +1,246 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What a save wrote.
+package struct SnapshotSaveSummary: Sendable, Equatable {
+    /// Keys written (keys already expired when their shard was copied are left out).
+    package var keys: Int
+    /// Bytes of the file.
+    package var bytes: Int
+}
+
+/// Writes a keyspace to a snapshot file (see ``SnapshotFormat``) without ever exposing a partial file.
+///
+/// The data goes to `<path>.tmp` in the same directory, which is `fsync`ed, renamed over `path`, and then
+/// the directory is `fsync`ed, so that at any moment (a crash, a `kill -9`, a power cut once the rename is
+/// durable) `path` is either the previous complete snapshot or the new complete one.
+///
+/// Consistency: each shard is copied out under its own lock, briefly, so every key is written whole and
+/// every shard is a point-in-time view; shards are copied one after another while clients keep writing, so
+/// the file as a whole is not one point in time (a write to a shard already copied is not in it, a write to
+/// a shard not yet copied is).
+package enum SnapshotWriter {
+    /// The name of the temporary file a save of `path` writes first.
+    package static func temporaryPath(for path: String) -> String { path + ".tmp" }
+
+    /// Saves every key of `keyspace` that has not expired at `now` to `path`.
+    package static func save(_ keyspace: Keyspace, to path: String, now: Int64) throws(SnapshotError) -> SnapshotSaveSummary {
+        let temporary = temporaryPath(for: path)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw ioError("could not create", temporary) }
+        var output = BlockOutput(fd: fd, path: temporary)
+        var isOpen = true
+        do throws(SnapshotError) {
+            try output.writeHeader(created: now, databases: keyspace.databases.count)
+            var keys = 0
+            var payload: [UInt8] = []
+            payload.reserveCapacity(SnapshotFormat.blockTarget + 64 * 1024)
+            for (index, database) in keyspace.databases.enumerated() {
+                var started = false
+                var count: UInt32 = 0
+                payload.removeAll(keepingCapacity: true)
+                appendUInt32(&payload, 0)  // the record count, filled in when the block is sealed
+                for shard in database.shards {
+                    shard.lock.lock()
+                    shard.forEach { entry in
+                        if entry.isExpired(at: now) { return }
+                        appendRecord(&payload, entry)
+                        count += 1
+                    }
+                    shard.lock.unlock()
+                    if count > 0 && !started {
+                        var header: [UInt8] = []
+                        appendUInt32(&header, UInt32(index))
+                        try output.writeBlock(.database, header)
+                        started = true
+                    }
+                    if payload.count >= SnapshotFormat.blockTarget {
+                        keys += Int(count)
+                        try sealEntries(&payload, count: count, output: &output)
+                        count = 0
+                    }
+                }
+                if count > 0 {
+                    keys += Int(count)
+                    try sealEntries(&payload, count: count, output: &output)
+                }
+            }
+            var end: [UInt8] = []
+            appendUInt64(&end, UInt64(keys))
+            appendUInt64(&end, UInt64(output.blocks))
+            appendUInt32(&end, output.digest)
+            try output.writeBlock(.end, end)
+            try output.flush()
+            guard fsync(fd) == 0 else { throw ioError("could not fsync", temporary) }
+            isOpen = false
+            guard close(fd) == 0 else { throw ioError("could not close", temporary) }
+            guard rename(temporary, path) == 0 else { throw ioError("could not rename \(temporary) to", path) }
+            try syncDirectory(of: path)
+            return SnapshotSaveSummary(keys: keys, bytes: output.written)
+        } catch {
+            if isOpen { close(fd) }
+            unlink(temporary)
+            throw error
+        }
+    }
+
+    /// Writes out an entries block with `count` records and starts the next one.
+    private static func sealEntries(_ payload: inout [UInt8], count: UInt32, output: inout BlockOutput) throws(SnapshotError) {
+        payload.withUnsafeMutableBytes { $0.storeBytes(of: count.littleEndian, as: UInt32.self) }
+        try output.writeBlock(.entries, payload)
+        payload.removeAll(keepingCapacity: true)
+        appendUInt32(&payload, 0)
+    }
+
+    @inline(__always)
+    private static func appendRecord(_ payload: inout [UInt8], _ entry: Entry) {
+        let key = entry.key
+        let value = entry.value
+        let expiry = entry.expiry
+        payload.append(expiry != nil ? SnapshotFormat.expiryFlag : 0)
+        appendVarint(&payload, UInt64(key.count))
+        appendVarint(&payload, UInt64(value.count))
+        if let expiry { appendUInt64(&payload, UInt64(bitPattern: expiry)) }
+        payload.append(contentsOf: key)
+        payload.append(contentsOf: value)
+    }
+
+    /// Makes the rename in `path`'s directory durable.
+    private static func syncDirectory(of path: String) throws(SnapshotError) {
+        let directory = SnapshotWriter.directory(of: path)
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw ioError("could not open the directory", directory) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw ioError("could not fsync the directory", directory) }
+    }
+
+    package static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    static func ioError(_ what: String, _ path: String) -> SnapshotError {
+        let code = errno
+        return SnapshotError(.io, path: path, "\(what) \(path): \(String(cString: strerror(code)))")
+    }
+}
+
+/// Blocks on their way to the file: checksummed, buffered, and counted for the end block.
+private struct BlockOutput {
+    let fd: Int32
+    let path: String
+    var buffer: [UInt8] = []
+    var written = 0
+    var blocks = 0
+    /// CRC-32C of the header CRC and every block CRC so far.
+    var digest: UInt32 = 0
+
+    init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+        buffer.reserveCapacity(2 * SnapshotFormat.blockTarget)
+    }
+
+    mutating func writeHeader(created: Int64, databases: Int) throws(SnapshotError) {
+        var header = SnapshotFormat.magic
+        appendUInt32(&header, SnapshotFormat.version)
+        appendUInt32(&header, 0)
+        appendUInt64(&header, UInt64(bitPattern: created))
+        appendUInt32(&header, UInt32(databases))
+        let crc = CRC32C.checksum(header)
+        appendUInt32(&header, crc)
+        chain(crc)
+        try write(header)
+    }
+
+    mutating func writeBlock(_ type: SnapshotFormat.BlockType, _ payload: [UInt8]) throws(SnapshotError) {
+        var prefix: [UInt8] = [type.rawValue]
+        appendUInt64(&prefix, UInt64(payload.count))
+        var crc = prefix.withUnsafeBytes { CRC32C.update(0, $0) }
+        crc = payload.withUnsafeBytes { CRC32C.update(crc, $0) }
+        var suffix: [UInt8] = []
+        appendUInt32(&suffix, crc)
+        try write(prefix)
+        try write(payload)
+        try write(suffix)
+        if type != .end {
+            chain(crc)
+            blocks += 1
+        }
+    }
+
+    private mutating func chain(_ crc: UInt32) {
+        var bytes: [UInt8] = []
+        appendUInt32(&bytes, crc)
+        digest = bytes.withUnsafeBytes { CRC32C.update(digest, $0) }
+    }
+
+    private mutating func write(_ bytes: [UInt8]) throws(SnapshotError) {
+        if buffer.count + bytes.count > 2 * SnapshotFormat.blockTarget { try flush() }
+        if bytes.count >= SnapshotFormat.blockTarget {
+            try flush()
+            try writeAll(bytes)
+        } else {
+            buffer.append(contentsOf: bytes)
+        }
+    }
+
+    mutating func flush() throws(SnapshotError) {
+        guard !buffer.isEmpty else { return }
+        try writeAll(buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    private mutating func writeAll(_ bytes: [UInt8]) throws(SnapshotError) {
+        let result: SnapshotError? = bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = systemWrite(fd, raw.baseAddress! + offset, raw.count - offset)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return SnapshotWriter.ioError("could not write", path)
+                }
+                offset += n
+            }
+            return nil
+        }
+        if let result { throw result }
+        written += bytes.count
+    }
+}
+
+/// POSIX `write(2)`, named apart from the methods called `write`.
+func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+    #if canImport(Glibc)
+    Glibc.write(fd, buffer, count)
+    #elseif canImport(Musl)
+    Musl.write(fd, buffer, count)
+    #else
+    Darwin.write(fd, buffer, count)
+    #endif
+}
+
+@inline(__always)
+func appendUInt32(_ bytes: inout [UInt8], _ value: UInt32) {
+    withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+}
+
+@inline(__always)
+func appendUInt64(_ bytes: inout [UInt8], _ value: UInt64) {
+    withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+}
+
+@inline(__always)
+func appendVarint(_ bytes: inout [UInt8], _ value: UInt64) {
+    var v = value
+    while v >= 0x80 {
+        bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+        v >>= 7
+    }
+    bytes.append(UInt8(v))
+}

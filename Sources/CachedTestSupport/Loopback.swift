@@ -1,0 +1,81 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now.
+public func freeLoopbackPort() throws -> Int {
+    let fd = try loopbackSocket()
+    defer { close(fd) }
+    try bindLoopback(fd, port: 0)
+    return try boundPort(fd)
+}
+
+/// A socket listening on 127.0.0.1:`port` (0 for any free port), and the port it got. The caller closes it.
+/// - Parameter reuseAddress: sets `SO_REUSEADDR`, to listen again on a port whose connections linger in TIME_WAIT.
+public func listenOnLoopback(port: Int = 0, backlog: Int32 = 16, reuseAddress: Bool = false) throws -> (fd: Int32, port: Int) {
+    let fd = try loopbackSocket()
+    do {
+        if reuseAddress {
+            var one: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
+        try bindLoopback(fd, port: port)
+        guard listen(fd, backlog) == 0 else { throw TestEnvironmentError("listen() on port \(port) failed: errno \(errno)") }
+        return (fd, try boundPort(fd))
+    } catch {
+        close(fd)
+        throw error
+    }
+}
+
+/// A blocking TCP connection to 127.0.0.1:`port` (with `TCP_NODELAY`), as a file descriptor.
+public func connectLoopback(port: Int) throws -> Int32 {
+    let fd = try loopbackSocket()
+    var addr = loopbackAddress(port: port)
+    let rc = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard rc == 0 else {
+        close(fd)
+        throw TestEnvironmentError("connect to 127.0.0.1:\(port) failed: errno \(errno)")
+    }
+    var one: Int32 = 1
+    setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    return fd
+}
+
+/// The address 127.0.0.1:`port`.
+public func loopbackAddress(port: Int) -> sockaddr_in {
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return addr
+}
+
+/// The local port a socket is bound to.
+public func boundPort(_ fd: Int32) throws -> Int {
+    var addr = sockaddr_in()
+    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let rc = withUnsafeMutablePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+    }
+    guard rc == 0 else { throw TestEnvironmentError("getsockname() failed: errno \(errno)") }
+    return Int(UInt16(bigEndian: addr.sin_port))
+}
+
+private func loopbackSocket() throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw TestEnvironmentError("socket() failed: errno \(errno)") }
+    return fd
+}
+
+private func bindLoopback(_ fd: Int32, port: Int) throws {
+    var addr = loopbackAddress(port: port)
+    let bound = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard bound == 0 else { throw TestEnvironmentError("bind() to 127.0.0.1:\(port) failed: errno \(errno)") }
+}

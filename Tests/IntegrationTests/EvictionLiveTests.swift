@@ -1,0 +1,92 @@
+import CachedTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// maxmemory on a running daemon: resident memory stays bounded under sustained writes past the limit, and
+/// noeviction refuses writes as redis-server does.
+@Suite("maxmemory on a live server")
+struct EvictionLiveTests {
+    static func info(_ connection: HiredisConnection, _ section: String) throws -> [String: String] {
+        let text = try #require(try connection.command("INFO", section).text)
+        var fields: [String: String] = [:]
+        for line in text.split(separator: "\r\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        return fields
+    }
+
+    @Test("--maxmemory 20mb: 100 MB of writes keep RSS within 1.1 × 20 MB of the idle server's, with evictions")
+    func residentMemoryStaysBounded() throws {
+        let limit = 20 * 1024 * 1024
+        let server = try ServerProcess.start(.cached, arguments: ["--maxmemory", "20mb"])
+        defer { server.stop() }
+        let connection = try server.connect()
+
+        // The base: the server after the same clients have connected and pipelined, holding no data.
+        let warmUp = try server.redisBenchmark(["-t", "ping", "-n", "50000", "-c", "20", "-P", "16", "-q"])
+        #expect(warmUp.status == 0, "\(warmUp.standardError)")
+        let base = try server.residentBytes()
+
+        // 100,000 SETs of 1000-byte values on random keys (100 MB), sampling RSS all along.
+        let finished = Mutex(false)
+        let result = Mutex<ProgramOutput?>(nil)
+        let thread = Thread {
+            let output = try? server.redisBenchmark(
+                ["-t", "set", "-d", "1000", "-n", "100000", "-r", "100000000", "-c", "20", "-P", "16", "-q"],
+                timeout: 180)
+            result.withLock { $0 = output }
+            finished.withLock { $0 = true }
+        }
+        thread.start()
+        var peak = 0
+        while !finished.withLock({ $0 }) {
+            peak = max(peak, try server.residentBytes())
+            usleep(20_000)
+        }
+        guard let output = result.withLock({ $0 }) else { throw TestEnvironmentError("redis-benchmark did not run") }
+        #expect(output.status == 0, "\(output.standardError)")
+        peak = max(peak, try server.residentBytes())
+
+        let bound = limit + limit / 10 + base
+        #expect(peak <= bound, "peak RSS \(peak) > 1.1 × \(limit) + base \(base)")
+        let stats = try Self.info(connection, "stats")
+        let memory = try Self.info(connection, "memory")
+        #expect(Int(stats["evicted_keys"] ?? "") ?? 0 > 50_000, "\(stats)")
+        #expect(memory["maxmemory"] == String(limit))
+        #expect(memory["maxmemory_policy"] == "allkeys-sieve")
+        #expect(Int(memory["used_memory"] ?? "") ?? .max <= limit + limit / 100, "\(memory)")
+        let keys = try connection.command("DBSIZE")
+        guard case .integer(let count) = keys else { throw TestEnvironmentError("DBSIZE: \(keys)") }
+        // 20 MB holds about 19,000 entries of 1,000 bytes (1,024-byte class, and their share of the tables).
+        #expect(count > 15_000 && count < 21_000, "\(count) keys")
+        print("eviction live: base RSS \(base), peak RSS \(peak), bound \(bound), keys \(count), evicted \(stats["evicted_keys"] ?? "?")")
+    }
+
+    @Test("--maxmemory-policy noeviction: writes past the limit get the OOM error; GET and DEL still work",
+          arguments: [ServerProcess.Kind.redis, .cached])
+    func noEviction(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind, arguments: ["--maxmemory", "4mb", "--maxmemory-policy", "noeviction"])
+        defer { server.stop() }
+        let connection = try server.connect()
+        let value = String(repeating: "v", count: 10_000)
+
+        var refused: RedisReply?
+        var stored = 0
+        for i in 0..<2000 {
+            let reply = try connection.command("SET", "key:\(i)", value)
+            if reply != .ok {
+                refused = reply
+                break
+            }
+            stored += 1
+        }
+        #expect(refused == .error("OOM command not allowed when used memory > 'maxmemory'."))
+        #expect(stored > 0 && stored < 500, "\(stored) values of 10 kB stored under 4 MB")
+        #expect(try connection.command("GET", "key:0") == .bulk(value))
+        #expect(try connection.command("INCR", "counter") == .error("OOM command not allowed when used memory > 'maxmemory'."))
+        #expect(try connection.command("DEL", "key:0") == .integer(1))
+        #expect(try Self.info(connection, "stats")["evicted_keys"] == "0")
+    }
+}

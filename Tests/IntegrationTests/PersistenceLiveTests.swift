@@ -1,0 +1,245 @@
+import CachedTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Snapshots as an operator sees them: warm restarts, saves on shutdown and on a schedule, a `kill -9` in
+/// the middle of a save, damaged files.
+@Suite("Snapshots, live")
+struct PersistenceLiveTests {
+    /// A directory that outlives the servers started on it (each ServerProcess removes only its own).
+    final class DataDirectory {
+        let path: String
+        init() throws {
+            path = FileManager.default.temporaryDirectory.appendingPathComponent("cached-data-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        }
+        deinit { try? FileManager.default.removeItem(atPath: path) }
+
+        var snapshot: String { path + "/cached.snapshot" }
+        var temporary: String { snapshot + ".tmp" }
+        var exists: Bool { FileManager.default.fileExists(atPath: snapshot) }
+        func contents() throws -> Data { try Data(contentsOf: URL(fileURLWithPath: snapshot)) }
+    }
+
+    private func start(_ data: DataDirectory, _ arguments: [String] = []) throws -> ServerProcess {
+        try ServerProcess.start(.cached, arguments: ["--dir", data.path] + arguments)
+    }
+
+    private func info(_ connection: HiredisConnection, _ field: String) throws -> String? {
+        let text = try connection.command("INFO", "persistence").text ?? ""
+        return text.split(separator: "\r\n").first { $0.hasPrefix(field + ":") }.map { String($0.dropFirst(field.count + 1)) }
+    }
+
+    private var nowMilliseconds: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    @Test("SAVE, restart: every key is back in its database with its value and absolute expiry; the log says how many")
+    func warmRestart() throws {
+        let data = try DataDirectory()
+        let expiry = nowMilliseconds + 3_600_000
+        let first = try start(data)
+        let c = try first.connect()
+        #expect(try c.command("SET", "a", "1") == .ok)
+        #expect(try c.command(["SET", "binary\u{0}key", "v\r\n"]) == .ok)
+        #expect(try c.command("SET", "empty", "") == .ok)
+        #expect(try c.command("SET", "ttl", "x", "PXAT", String(expiry)) == .ok)
+        #expect(try c.command("SELECT", "5") == .ok)
+        #expect(try c.command("SET", "elsewhere", "y") == .ok)
+        #expect(try c.command("SAVE") == .ok)
+        #expect(try first.redisCli("SHUTDOWN", "NOSAVE").status == 0)
+        #expect(first.waitForExit(timeout: 10) == 0)
+        let firstLog = first.standardError()
+        #expect(firstLog.contains("Snapshot saved") && firstLog.contains("keys=5"), "\(firstLog)")
+        #expect(firstLog.contains("trigger=SAVE") && firstLog.contains("bytes=") && firstLog.contains("duration_ms="))
+
+        let second = try start(data)
+        defer { second.stop() }
+        let d = try second.connect()
+        #expect(try d.command("DBSIZE") == .integer(4))
+        #expect(try d.command("GET", "a") == .bulk("1"))
+        #expect(try d.command(["GET", "binary\u{0}key"]) == .bulk("v\r\n"))
+        #expect(try d.command("GET", "empty") == .bulk(""))
+        #expect(try d.command("PEXPIRETIME", "ttl") == .integer(expiry))
+        #expect(try d.command("SELECT", "5") == .ok)
+        #expect(try d.command("GET", "elsewhere") == .bulk("y"))
+        #expect(try info(d, "rdb_last_load_keys_loaded") == "5")
+        #expect(try info(d, "rdb_changes_since_last_save") == "0")
+        let log = second.standardError()
+        #expect(log.contains("Snapshot loaded") && log.contains("keys=5") && log.contains("expired=0"), "\(log)")
+    }
+
+    enum Stop: String, CaseIterable, Sendable {
+        case sigterm = "SIGTERM"
+        case shutdown = "SHUTDOWN"
+        case shutdownSave = "SHUTDOWN SAVE"
+        case shutdownNoSave = "SHUTDOWN NOSAVE"
+    }
+
+    /// (how the server stops, whether save points are set) → whether it writes a snapshot, as Redis does.
+    static let stopCases: [(Stop, Bool, Bool)] = [
+        (.sigterm, true, true), (.sigterm, false, false),
+        (.shutdown, true, true), (.shutdown, false, false),
+        (.shutdownSave, false, true), (.shutdownNoSave, true, false),
+    ]
+
+    @Test("stopping: a snapshot on SIGTERM or SHUTDOWN with save points, on SHUTDOWN SAVE, never on SHUTDOWN NOSAVE",
+          arguments: stopCases)
+    func saveOnStop(_ stop: Stop, _ savePoints: Bool, _ saves: Bool) throws {
+        let data = try DataDirectory()
+        let server = try start(data, savePoints ? ["--save", "3600", "1"] : [])
+        defer { server.stop() }
+        let c = try server.connect()
+        #expect(try c.command("SET", "last", "write") == .ok)
+
+        switch stop {
+        case .sigterm:
+            server.send(signal: SIGTERM)
+        default:
+            let cli = try server.redisCli(stop.rawValue.split(separator: " ").map(String.init))
+            #expect(cli.standardOutput == "", "\(cli.summary)")
+        }
+
+        #expect(server.waitForExit(timeout: 15) == 0)
+        #expect(data.exists == saves)
+        let log = server.standardError()
+        #expect(log.contains("Snapshot saved") == saves, "\(log)")
+        guard saves else { return }
+        let again = try start(data)
+        defer { again.stop() }
+        #expect(try again.connect().command("GET", "last") == .bulk("write"))
+    }
+
+    @Test("SHUTDOWN when the snapshot cannot be written: an error, and the server stays up; SHUTDOWN FORCE exits")
+    func shutdownSaveFails() throws {
+        let data = try DataDirectory()
+        let server = try start(data, ["--save", "3600", "1"])
+        defer { server.stop() }
+        let c = try server.connect()
+        #expect(try c.command("SET", "k", "v") == .ok)
+        try FileManager.default.removeItem(atPath: data.path)
+
+        #expect(try c.command("SHUTDOWN") == .error("ERR Errors trying to SHUTDOWN. Check logs."))
+        #expect(try c.command("PING") == .status("PONG"))
+        #expect(try c.command("INFO", "persistence").text?.contains("rdb_last_bgsave_status:err") == true)
+
+        _ = try server.redisCli("SHUTDOWN", "NOSAVE", "FORCE")
+        #expect(server.waitForExit(timeout: 10) == 0)
+    }
+
+    @Test("save 1 1: a write is saved in the background within seconds; the log names the save point")
+    func schedule() throws {
+        let data = try DataDirectory()
+        let server = try start(data, ["--save", "1", "1"])
+        defer { server.stop() }
+        let c = try server.connect()
+        let before = try c.command("LASTSAVE")
+        #expect(try c.command("SET", "k", "v") == .ok)
+
+        try poll("the scheduled snapshot", timeout: 15) { try info(c, "rdb_saves") == "1" }
+
+        #expect(data.exists)
+        #expect(try c.command("LASTSAVE") != before)
+        #expect(try info(c, "rdb_changes_since_last_save") == "0")
+        #expect(try info(c, "rdb_last_bgsave_status") == "ok")
+        #expect(server.standardError().contains("trigger=\"save 1 1\""))
+    }
+
+    @Test("kill -9 in the middle of a large BGSAVE: the previous snapshot is intact and is what the next start loads")
+    func killDuringSave() throws {
+        let data = try DataDirectory()
+        let server = try start(data)
+        defer { server.stop() }
+        let c = try server.connect()
+        #expect(try c.command("SET", "before", "the big save") == .ok)
+        #expect(try c.command("SAVE") == .ok)
+        let previous = try data.contents()
+        // About 400 MB: a save that takes long enough to be caught in the middle.
+        let value = String(repeating: "v", count: 200_000)
+        for start in stride(from: 0, to: 2_000, by: 100) {
+            for i in start..<(start + 100) { try c.append("SET", "big:\(i)", value) }
+            for _ in 0..<100 { #expect(try c.reply() == .ok) }
+        }
+
+        #expect(try c.command("BGSAVE") == .status("Background saving started"))
+        try poll("the save to start writing", timeout: 10) {
+            ((try? FileManager.default.attributesOfItem(atPath: data.temporary)[.size] as? Int) ?? 0) > 0
+        }
+        kill(server.pid, SIGKILL)
+        #expect(server.waitForExit(timeout: 10) == 128 + SIGKILL)
+
+        #expect(FileManager.default.fileExists(atPath: data.temporary), "the save was interrupted")
+        #expect(try data.contents() == previous, "the snapshot is the one from before")
+        let restarted = try start(data)
+        defer { restarted.stop() }
+        let d = try restarted.connect()
+        #expect(try d.command("DBSIZE") == .integer(1))
+        #expect(try d.command("GET", "before") == .bulk("the big save"))
+        #expect(!FileManager.default.fileExists(atPath: data.temporary))
+        #expect(restarted.standardError().contains("Removed the incomplete snapshot of an interrupted save"))
+    }
+
+    enum Damage: String, CaseIterable, Sendable {
+        case truncated
+        case flippedByte = "flipped byte"
+        case notASnapshot = "not a snapshot"
+    }
+
+    /// A snapshot with keys in database 0, damaged as `damage` says.
+    private func damagedSnapshot(_ damage: Damage) throws -> DataDirectory {
+        let data = try DataDirectory()
+        let server = try start(data)
+        let c = try server.connect()
+        for i in 0..<1_000 { try c.append("SET", "key:\(i)", String(repeating: "x", count: 100)) }
+        for _ in 0..<1_000 { _ = try c.reply() }
+        #expect(try c.command("SAVE") == .ok)
+        _ = try server.redisCli("SHUTDOWN", "NOSAVE")
+        #expect(server.waitForExit(timeout: 10) == 0)
+        var bytes = try data.contents()
+        switch damage {
+        case .truncated: bytes = bytes.prefix(bytes.count / 2)
+        case .flippedByte: bytes[bytes.count / 2] ^= 0x10
+        case .notASnapshot: bytes = Data("REDIS0009 this is no snapshot".utf8)
+        }
+        try bytes.write(to: URL(fileURLWithPath: data.snapshot))
+        return data
+    }
+
+    @Test("a damaged snapshot: the daemon refuses to start, exit 1, saying which file, what is wrong and what to do",
+          arguments: Damage.allCases)
+    func damagedRefused(_ damage: Damage) throws {
+        let data = try damagedSnapshot(damage)
+        let before = try data.contents()
+        let server = try ServerProcess.launch(.cached, arguments: ["--port", "0", "--unixsocket", data.path + "/s.sock", "--dir", data.path])
+        defer { server.stop() }
+
+        #expect(server.waitForExit(timeout: 15) == 1)
+        let log = server.standardError()
+        #expect(log.contains("Can't load the snapshot \(data.snapshot)"), "\(log)")
+        let reason = switch damage {
+        case .truncated: "truncated"
+        case .flippedByte: "checksum does not match"
+        case .notASnapshot: "not a cached-server snapshot"
+        }
+        #expect(log.contains(reason), "\(log)")
+        #expect(log.contains("snapshot-load-corrupt skip"), "\(log)")
+        #expect(!log.contains("Ready to accept connections"))
+        #expect(try data.contents() == before, "the file is left for the operator")
+    }
+
+    @Test("a damaged snapshot with snapshot-load-corrupt skip: the daemon starts with the intact keys, the file is moved aside")
+    func damagedSkipped() throws {
+        let data = try damagedSnapshot(.truncated)
+        let server = try start(data, ["--snapshot-load-corrupt", "skip"])
+        defer { server.stop() }
+        let c = try server.connect()
+        guard case .integer(let keys) = try c.command("DBSIZE") else { throw TestEnvironmentError("DBSIZE") }
+        #expect(keys < 1_000)
+        #expect(!data.exists)
+        #expect(FileManager.default.fileExists(atPath: data.snapshot + ".corrupt"))
+        let log = server.standardError()
+        #expect(log.contains("The snapshot is damaged") && log.contains("moved_to="), "\(log)")
+    }
+}

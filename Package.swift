@@ -105,6 +105,25 @@ let package = Package(
         // redis-server on free loopback ports, stopping, killing and restarting them, running programs with a
         // timeout. Not a product.
         .target(name: "CachedTestSupport"),
+        // Fuzzing (docs/architecture.md, "Hardening"): the properties each libFuzzer target checks, shared with a test that replays
+        // the corpus, and one executable per target. A plain build gives those executables a main that says how to
+        // build them; `make fuzz` builds them with -sanitize=fuzzer,address -D FUZZING.
+        .target(
+            name: "FuzzChecks",
+            dependencies: [
+                "RESP", "CacheCore", "CacheServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(name: "fuzz-request", dependencies: ["FuzzChecks"], path: "Tests/Fuzz/Targets/fuzz-request"),
+        .executableTarget(name: "fuzz-reply", dependencies: ["FuzzChecks"], path: "Tests/Fuzz/Targets/fuzz-reply"),
+        .executableTarget(name: "fuzz-commands", dependencies: ["FuzzChecks"], path: "Tests/Fuzz/Targets/fuzz-commands"),
+        .testTarget(
+            name: "FuzzCorpusTests",
+            dependencies: ["FuzzChecks"],
+            path: "Tests/Fuzz/CorpusTests"
+        ),
         .testTarget(
             name: "HTTPCachingTests",
             dependencies: ["HTTPCaching", .product(name: "HTTPTypes", package: "swift-http-types")]

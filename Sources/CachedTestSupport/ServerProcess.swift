@@ -67,16 +67,16 @@ public final class ServerProcess: @unchecked Sendable {
 
     /// Starts a server of `kind` on a free loopback port with extra directives (`["--maxmemory", "1mb"]`),
     /// and waits until it answers PING (or an error such as `NOAUTH`: it is up either way). `environment` is added
-    /// to the test's own. With `openFilesSoftLimit`, the server starts with that soft limit on open files (through
-    /// util-linux's `prlimit`).
+    /// to the test's own. With `openFilesSoftLimit` (and `openFilesHardLimit`), the server starts with that soft
+    /// (and hard) limit on open files, through util-linux's `prlimit`.
     public static func start(
         _ kind: Kind, arguments: [String] = [], config: ConfigSource = .flags, environment: [String: String] = [:],
-        openFilesSoftLimit: Int? = nil
+        openFilesSoftLimit: Int? = nil, openFilesHardLimit: Int? = nil
     ) throws -> ServerProcess {
         var executable = try ExternalProgram.server(kind).path()
         var prefix: [String] = []
         if let openFilesSoftLimit {
-            prefix = ["--nofile=\(openFilesSoftLimit):", executable]
+            prefix = ["--nofile=\(openFilesSoftLimit):\(openFilesHardLimit.map(String.init) ?? "")", executable]
             executable = try ExternalProgram.findOnPath("prlimit", package: "util-linux")
         }
         var lastError: Error = TestEnvironmentError("could not start \(kind.rawValue)")

@@ -44,4 +44,27 @@ struct ClientLimitsLiveTests {
         #expect(growth < 64 << 20, "resident memory grew by \(growth >> 20) MB for a 4 MB limit")
         #expect(try bystander.command("GET", "big").text?.count == 100_000)
     }
+
+    @Test("CONFIG SET maxclients raises the open files limit, or refuses with the most the system allows", arguments: kinds)
+    func maxClientsAtRunTime(_ kind: ServerProcess.Kind) throws {
+        // Soft limit 1000, enough for maxclients 900 and 32 more descriptors: nothing to raise at start.
+        let roomy = try ServerProcess.start(kind, arguments: ["--maxclients", "900"], openFilesSoftLimit: 1000)
+        defer { roomy.stop() }
+        let c = try roomy.connect()
+        #expect(try roomy.openFilesSoftLimit() == 1000)
+        #expect(try c.command("CONFIG", "SET", "maxclients", "3000") == .ok)
+        #expect(try roomy.openFilesSoftLimit() == 3032)
+        #expect(try c.command("CONFIG", "GET", "maxclients") == .array([.bulk("maxclients"), .bulk("3000")]))
+
+        // Hard limit 1000 too: maxclients is lowered to 968 (1000 less 32 reserved descriptors) at start, nothing
+        // above that is possible, and the value stays as it was.
+        let tight = try ServerProcess.start(kind, openFilesSoftLimit: 1000, openFilesHardLimit: 1000)
+        defer { tight.stop() }
+        let t = try tight.connect()
+        #expect(try t.command("CONFIG", "SET", "maxclients", "5000") == .error(
+            "ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with 968"))
+        #expect(try t.command("CONFIG", "GET", "maxclients") == .array([.bulk("maxclients"), .bulk("968")]))
+        #expect(try t.command("CONFIG", "SET", "maxclients", "500") == .ok)
+        #expect(try tight.openFilesSoftLimit() == 1000)
+    }
 }

@@ -29,7 +29,9 @@ let package = Package(
             dependencies: [.product(name: "NIOCore", package: "swift-nio")]
         ),
         // The storage engine: keyspace, expiry, memory accounting. No networking.
-        .target(name: "CacheCore", dependencies: ["CJemalloc"]),
+        // Processor hints (prefetch) that Swift has no spelling for.
+        .target(name: "CMemoryHints"),
+        .target(name: "CacheCore", dependencies: ["CJemalloc", "CMemoryHints"]),
         // The RESP server as a library: command table, handlers, NIO pipeline, config.
         .target(
             name: "CacheServer",

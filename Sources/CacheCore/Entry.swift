@@ -19,7 +19,7 @@ public struct Entry {
     @usableFromInline package let base: UnsafeMutableRawPointer
 
     @inlinable @inline(__always)
-    @usableFromInline package init(_ base: UnsafeMutableRawPointer) { self.base = base }
+    package init(_ base: UnsafeMutableRawPointer) { self.base = base }
 
     @usableFromInline static let hasExpiryFlag: UInt8 = 0x01
     /// Bits 1-2: how often the entry was read since the eviction hand last passed it, saturating at 3
@@ -115,7 +115,7 @@ public struct Entry {
 
     /// Bytes this entry occupies in the heap (the allocator's size class).
     @inlinable
-    @usableFromInline package var allocatedSize: Int {
+    package var allocatedSize: Int {
         EntryMemory.allocatedSize(base)
     }
 
@@ -169,7 +169,7 @@ public struct Entry {
     /// Allocates an entry whose value bytes are left for the caller to fill (through ``mutableValue``).
     /// Returns nil when memory is exhausted.
     @inlinable
-    @usableFromInline package static func allocate(
+    package static func allocate(
         key: UnsafeRawBufferPointer,
         valueCount: Int,
         expiry: Int64?

@@ -36,20 +36,20 @@ import Musl
     /// Entries are always jemalloc's (`mallocx`, never `malloc`), because ``allocatedSize(_:)`` asks jemalloc
     /// about them: `malloc` is jemalloc's only while nothing else interposes it, and a sanitizer's runtime does.
     @inlinable @inline(__always)
-    @usableFromInline package static func allocate(_ size: Int, volatile: Bool) -> UnsafeMutableRawPointer? {
+    package static func allocate(_ size: Int, volatile: Bool) -> UnsafeMutableRawPointer? {
         let request = max(size, 16)
         return mallocx(request, volatile ? volatileFlags : 0)
     }
 
     /// Frees what ``allocate(_:volatile:)`` returned, with the same `volatile`.
     @inlinable @inline(__always)
-    @usableFromInline package static func free(_ pointer: UnsafeMutableRawPointer, volatile: Bool) {
+    package static func free(_ pointer: UnsafeMutableRawPointer, volatile: Bool) {
         dallocx(pointer, volatile ? volatileFlags : 0)
     }
 
     /// The bytes the allocator really set aside for `pointer` (its size class).
     @inlinable @inline(__always)
-    @usableFromInline package static func allocatedSize(_ pointer: UnsafeMutableRawPointer) -> Int {
+    package static func allocatedSize(_ pointer: UnsafeMutableRawPointer) -> Int {
         sallocx(pointer, 0)
     }
 

@@ -54,7 +54,7 @@ public final class MemoryBudget: Sendable {
     package init() {}
 
     @inlinable
-    @usableFromInline package var policy: EvictionPolicy {
+    package var policy: EvictionPolicy {
         get { EvictionPolicy(rawValue: policyValueLoad()) ?? .noEviction }
     }
 

@@ -1,3 +1,6 @@
+import CMemoryHints
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -206,6 +209,7 @@ public final class Shard: @unchecked Sendable {
         changes &+= count
         slots = nil
         capacity = 0
+        publishTable()
         count = 0
         expiresCount = 0
         charge(-usedBytes)
@@ -229,6 +233,8 @@ public final class Shard: @unchecked Sendable {
         swap(&hand, &other.hand)
         changes &+= 1
         other.changes &+= 1
+        publishTable()
+        other.publishTable()
     }
 
     // MARK: memory accounting
@@ -462,5 +468,29 @@ public final class Shard: @unchecked Sendable {
         slots = newSlots
         capacity = newCapacity
         hand &= newCapacity - 1
+        publishTable()
+    }
+
+    // MARK: prefetching
+
+    /// The table's address and its capacity less one, published for ``prefetch(hash:)``, which reads them
+    /// without the lock (so they are atomics; a reader may see an address and a mask of different tables).
+    @usableFromInline let tableAddressHint = Atomic<UInt>(0)
+    @usableFromInline let tableMaskHint = Atomic<UInt>(0)
+
+    private func publishTable() {
+        tableAddressHint.store(UInt(bitPattern: slots), ordering: .relaxed)
+        tableMaskHint.store(UInt(max(capacity - 1, 0)), ordering: .relaxed)
+    }
+
+    /// Starts loading the cache line of `hash`'s home slot, so that a lookup a little later does not wait for
+    /// it. Called without the lock, ahead of the commands of a pipeline: the table may be replaced or freed
+    /// meanwhile, and a prefetch never faults, so at worst the hint is wasted.
+    @inlinable @inline(__always)
+    public func prefetch(hash: UInt64) {
+        let address = tableAddressHint.load(ordering: .relaxed)
+        guard address != 0 else { return }
+        let home = UInt(truncatingIfNeeded: hash) & tableMaskHint.load(ordering: .relaxed)
+        cached_prefetch(UnsafeRawPointer(bitPattern: address &+ home &* 8))
     }
 }

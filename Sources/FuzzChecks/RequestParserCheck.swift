@@ -20,6 +20,7 @@ package enum RequestParserCheck {
 
     /// Runs the checks on `input`; returns a description of the first property that does not hold.
     package static func check(_ input: UnsafeRawBufferPointer) -> String? {
+        if let failure = checkKeyScanner(input) { return failure }
         for (limits, authenticated) in configurations {
             let whole = run(input, limits: limits, authenticated: authenticated, cuts: [])
             if let failure = whole.failure { return failure }
@@ -211,5 +212,19 @@ package enum RequestParserCheck {
             }
         }
         return nil
+    }
+
+    /// The key scanner (the server's prefetch hint) reports only keys inside the input, and stops.
+    static func checkKeyScanner(_ input: UnsafeRawBufferPointer) -> String? {
+        var failure: String?
+        let start = UInt(bitPattern: input.baseAddress)
+        let end = start + UInt(input.count)
+        RESPKeyScanner.forEachKey(in: input, limit: .max) { key in
+            let keyStart = UInt(bitPattern: key.baseAddress)
+            if key.count > 0 && (keyStart < start || keyStart + UInt(key.count) > end) {
+                failure = "the key scanner reported \(key.count) bytes outside the input"
+            }
+        }
+        return failure
     }
 }

@@ -17,7 +17,8 @@ INSTALL_BIN ?= $(RELEASE_BIN)
 APT_PACKAGES = libhiredis-dev libjemalloc-dev redis-server redis-tools pkg-config systemd
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build release run test test-cluster deps install install-files uninstall clean bench bench-check bench-hitratio
+.PHONY: all build release run test test-cluster deps install install-files uninstall clean bench bench-check \
+        bench-hitratio fuzz fuzz-check fuzz-build test-sanitize
 
 all: build
 
@@ -74,6 +75,60 @@ bench-check:
 # limit of 10% of the working set (Benchmarks/hitratio.py; python3 with numpy).
 bench-hitratio: release
 	python3 Benchmarks/hitratio.py --cached $(RELEASE_BIN)
+
+# Fuzzing with libFuzzer (docs/architecture.md, "Hardening"): the request parser, the reply decoder and the
+# command layer, each for FUZZ_SECONDS, starting from the corpus in Tests/Fuzz/corpus. New inputs go to
+# fuzz-artifacts/corpus, and a crash stops the run with its input in fuzz-artifacts/. The targets are built in
+# their own scratch directory with -sanitize=fuzzer,address and -D FUZZING (their main then runs libFuzzer).
+FUZZ_TARGETS  = fuzz-request fuzz-reply fuzz-commands
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD    = .build-fuzz
+FUZZ_FLAGS    = --scratch-path $(FUZZ_BUILD) -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING
+# One input may take at most 10 s; no single allocation may exceed 256 MB (nothing the inputs can declare
+# must turn into memory); inputs are at most 8 KB.
+FUZZ_OPTIONS ?= -timeout=10 -malloc_limit_mb=256 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1
+
+# One target's libFuzzer command line ($$t is the target; seconds to run appended by the caller).
+FUZZ_RUN = mkdir -p fuzz-artifacts/corpus/$$t && SWIFT_BACKTRACE=enable=no $(FUZZ_BUILD)/debug/$$t \
+  fuzz-artifacts/corpus/$$t Tests/Fuzz/corpus/$$t -dict=Tests/Fuzz/$${t\#fuzz-}.dict \
+  -artifact_prefix=fuzz-artifacts/$$t- $(FUZZ_OPTIONS)
+
+fuzz-build:
+	@for t in $(FUZZ_TARGETS); do $(SWIFT) build $(FUZZ_FLAGS) --product $$t || exit 1; done
+
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "== $$t for $(FUZZ_SECONDS) s"; \
+	  $(FUZZ_RUN) -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done
+
+# The same, bounded: the three targets side by side for 20 s (about 2.5 minutes with a cold build on two
+# cores). .ci/run calls it after make test. Each target's output is in fuzz-artifacts/<target>.log.
+fuzz-check: fuzz-build
+	@mkdir -p fuzz-artifacts; pids=""; \
+	for t in $(FUZZ_TARGETS); do \
+	  ( $(FUZZ_RUN) -max_total_time=20 > fuzz-artifacts/$$t.log 2>&1 \
+	    && echo "$$t: $$(grep -E 'DONE' fuzz-artifacts/$$t.log)" \
+	    || { echo "$$t FAILED:"; tail -60 fuzz-artifacts/$$t.log; exit 1; } ) & pids="$$pids $$!"; \
+	done; status=0; for p in $$pids; do wait $$p || status=1; done; exit $$status
+
+# The server's unit tests (RESP, storage, commands, connection handler, configuration, the fuzzing corpus, and
+# the HTTP caching rules) under ThreadSanitizer, then under AddressSanitizer, each in its own scratch directory;
+# slow, so not part of make test (see docs/architecture.md, "Hardening"). libjemalloc exports its own operator
+# new and delete: the sanitizer's C++ runtime is linked in whole so that C++ allocations, like malloc, go
+# through the sanitizer. Leak checking is off: LeakSanitizer cannot follow references that Swift keeps with
+# tag bits in multi-payload enums (RESPValue), and reports their targets as leaked.
+SANITIZER_RT = $(dir $(realpath $(shell command -v $(SWIFT))))../lib/swift/clang/lib/linux
+sanitizer_cxx = -Xlinker --whole-archive -Xlinker $(SANITIZER_RT)/libclang_rt.$(1)_cxx-x86_64.a \
+  -Xlinker --no-whole-archive -Xlinker --dynamic-list=$(SANITIZER_RT)/libclang_rt.$(1)_cxx-x86_64.a.syms
+SANITIZE_TESTS = ^(RESPTests|CacheCoreTests|CacheServerTests|FuzzCorpusTests|HTTPCachingTests)\.
+
+test-sanitize:
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan $(call sanitizer_cxx,tsan)
+	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan --filter '$(SANITIZE_TESTS)'
+	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan $(call sanitizer_cxx,asan)
+	ASAN_OPTIONS=detect_leaks=0 \
+	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan --filter '$(SANITIZE_TESTS)'
 
 # Builds a release binary, then installs it with the systemd unit and the default config.
 install: release

@@ -29,7 +29,9 @@ let package = Package(
             dependencies: [.product(name: "NIOCore", package: "swift-nio")]
         ),
         // The storage engine: keyspace, expiry, memory accounting. No networking.
-        .target(name: "CacheCore", dependencies: ["CJemalloc"]),
+        // Processor hints (prefetch) that Swift has no spelling for.
+        .target(name: "CMemoryHints"),
+        .target(name: "CacheCore", dependencies: ["CJemalloc", "CMemoryHints"]),
         // The RESP server as a library: command table, handlers, NIO pipeline, config.
         .target(
             name: "CacheServer",
@@ -110,6 +112,25 @@ let package = Package(
         .target(
             name: "CachedStoreContract",
             dependencies: ["CachedNetworking", .product(name: "NIOCore", package: "swift-nio")]
+        ),
+        // Fuzzing (docs/architecture.md, "Hardening"): the properties each libFuzzer target checks, shared with a test that replays
+        // the corpus, and one executable per target. A plain build gives those executables a main that says how to
+        // build them; `make fuzz` builds them with -sanitize=fuzzer,address -D FUZZING.
+        .target(
+            name: "FuzzChecks",
+            dependencies: [
+                "RESP", "CacheCore", "CacheServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(name: "fuzz-request", dependencies: ["FuzzChecks"], path: "Tests/Fuzz/Targets/fuzz-request"),
+        .executableTarget(name: "fuzz-reply", dependencies: ["FuzzChecks"], path: "Tests/Fuzz/Targets/fuzz-reply"),
+        .executableTarget(name: "fuzz-commands", dependencies: ["FuzzChecks"], path: "Tests/Fuzz/Targets/fuzz-commands"),
+        .testTarget(
+            name: "FuzzCorpusTests",
+            dependencies: ["FuzzChecks"],
+            path: "Tests/Fuzz/CorpusTests"
         ),
         .testTarget(
             name: "HTTPCachingTests",

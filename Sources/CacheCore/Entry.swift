@@ -15,8 +15,8 @@ import Darwin
 /// value takes 119 bytes, which the allocator serves from its 128-byte class.
 /// Entries with an expiry live in an arena of their own (see ``EntryMemory``).
 /// An `Entry` is a borrowed view: it is valid only while its shard's lock is held and the entry is in the table.
-package struct Entry {
-    package let base: UnsafeMutableRawPointer
+public struct Entry {
+    @usableFromInline package let base: UnsafeMutableRawPointer
 
     @inlinable @inline(__always)
     package init(_ base: UnsafeMutableRawPointer) { self.base = base }

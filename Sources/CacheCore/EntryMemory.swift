@@ -14,7 +14,7 @@ import Musl
 /// in their own arena (and never passed through a thread cache, which would hand their memory to other
 /// allocations), they leave whole pages empty when they expire, and ``purgeVolatile()`` returns those pages.
 /// jemalloc's size classes also fit entries closely: a 116-byte entry takes 128 bytes, with no chunk header.
-package enum EntryMemory {
+@usableFromInline package enum EntryMemory {
     /// The arena of entries with a TTL, created on first use.
     @usableFromInline static let volatileFlags: Int32 = {
         var arena: UInt32 = 0

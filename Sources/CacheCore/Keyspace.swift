@@ -135,8 +135,8 @@ public final class Keyspace: Sendable {
 }
 
 /// One numbered database: ``Keyspace/shardCount`` shards.
-package final class Database: Sendable {
-    package let shards: [Shard]
+public final class Database: Sendable {
+    @usableFromInline package let shards: [Shard]
 
     package init(budget: MemoryBudget = MemoryBudget()) {
         shards = (0..<Keyspace.shardCount).map { _ in Shard(budget: budget) }

@@ -1,7 +1,7 @@
 import Synchronization
 
 /// How the keyspace makes room when its memory is over the limit (`maxmemory-policy`).
-package enum EvictionPolicy: UInt8, Sendable, CaseIterable {
+@usableFromInline package enum EvictionPolicy: UInt8, Sendable, CaseIterable {
     /// Evict nothing: commands that need memory are refused.
     case noEviction
     /// Any key, least recently read first (approximated by sampling).
@@ -38,13 +38,13 @@ package enum EvictionPolicy: UInt8, Sendable, CaseIterable {
 /// about ``flushThreshold`` bytes, so two event loops writing to different shards do not write one shared
 /// cache line on every command. The total is therefore exact to within `flushThreshold` per shard, and the
 /// sweeper makes it exact at every cycle (``Keyspace/flushAccounting()``).
-package final class MemoryBudget: Sendable {
+public final class MemoryBudget: Sendable {
     /// The limit in bytes; 0 means none.
-    package let limitBytes = Atomic<Int>(0)
+    @usableFromInline package let limitBytes = Atomic<Int>(0)
     /// Bytes held by entries, tables and expiry indexes, as flushed by the shards.
-    package let datasetBytes = Atomic<Int>(0)
+    @usableFromInline package let datasetBytes = Atomic<Int>(0)
     /// Heap bytes not held by the dataset (connection buffers, allocator caches), refreshed by the sweeper.
-    package let overheadBytes = Atomic<Int>(0)
+    @usableFromInline package let overheadBytes = Atomic<Int>(0)
     private let policyValue = Atomic<UInt8>(EvictionPolicy.allKeysSieve.rawValue)
     /// Keys sampled per eviction by the approximated policies (`maxmemory-samples`).
     package let samples = Atomic<Int>(5)

@@ -9,7 +9,7 @@ import Darwin
 /// A mutex for one shard. Critical sections are a few hundred nanoseconds, so it spins briefly before it
 /// sleeps (glibc's adaptive mutex). Separate `lock()`/`unlock()` calls let multi-key commands take several
 /// shards' locks in a fixed order.
-package final class ShardLock: @unchecked Sendable {
+public final class ShardLock: @unchecked Sendable {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     package init() {

@@ -62,14 +62,24 @@ public final class ServerProcess: @unchecked Sendable {
 
     private var current: Process { lock.withLock { process } }
 
+    /// Whether the server process is running.
+    public var isRunning: Bool { current.isRunning }
+
     /// Starts a server of `kind` on a free loopback port with extra directives (`["--maxmemory", "1mb"]`),
     /// and waits until it answers PING (or an error such as `NOAUTH`: it is up either way). `environment` is added
-    /// to the test's own. `choosingPort` picks the port (again for each of up to five attempts).
+    /// to the test's own. `choosingPort` picks the port (again for each of up to five attempts). With
+    /// `openFilesSoftLimit` (and `openFilesHardLimit`), the server starts with that soft (and hard) limit on open
+    /// files, through util-linux's `prlimit`.
     public static func start(
         _ kind: Kind, arguments: [String] = [], config: ConfigSource = .flags, environment: [String: String] = [:],
-        choosingPort: () throws -> Int = freeLoopbackPort
+        openFilesSoftLimit: Int? = nil, openFilesHardLimit: Int? = nil, choosingPort: () throws -> Int = freeLoopbackPort
     ) throws -> ServerProcess {
-        let executable = try ExternalProgram.server(kind).path()
+        var executable = try ExternalProgram.server(kind).path()
+        var prefix: [String] = []
+        if let openFilesSoftLimit {
+            prefix = ["--nofile=\(openFilesSoftLimit):\(openFilesHardLimit.map(String.init) ?? "")", executable]
+            executable = try ExternalProgram.findOnPath("prlimit", package: "util-linux")
+        }
         var lastError: Error = TestEnvironmentError("could not start \(kind.rawValue)")
         for _ in 0..<5 {
             let work = try makeDirectory()
@@ -83,7 +93,7 @@ public final class ServerProcess: @unchecked Sendable {
                 try Data("port \(port)\nbind 127.0.0.1\n\(contents)".utf8).write(to: file)
                 if case .file = config { args = [file.path] } else { args = ["--config", file.path] }
             }
-            args += defaultArguments(for: kind, work: work) + arguments
+            args = prefix + args + defaultArguments(for: kind, work: work) + arguments
             do {
                 let server = try ServerProcess(
                     kind: kind, port: port, directory: work, executable: executable, arguments: args,
@@ -176,6 +186,24 @@ public final class ServerProcess: @unchecked Sendable {
         stop()
         stderr.waitForEnd(timeout: 10)
         return String(decoding: stderr.data, as: UTF8.self)
+    }
+
+    /// The server process's resident memory in bytes (VmRSS).
+    public func residentBytes() throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+        else { throw TestEnvironmentError("no VmRSS in /proc/\(pid)/status") }
+        return kilobytes * 1024
+    }
+
+    /// The server process's soft limit on open files, from /proc/PID/limits.
+    public func openFilesSoftLimit() throws -> Int {
+        let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+        guard let line = limits.split(separator: "\n").first(where: { $0.hasPrefix("Max open files") }),
+            let soft = Int(line.dropFirst("Max open files".count).split(separator: " ").first ?? "")
+        else { throw TestEnvironmentError("no open files limit in /proc/\(pid)/limits") }
+        return soft
     }
 
     // MARK: private

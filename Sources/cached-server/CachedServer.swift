@@ -16,6 +16,9 @@ let cachedServerVersion = CacheServerVersion.current
 /// `cached-server`: reads the configuration, sets up logging, and runs the server.
 @main
 struct CachedServer: AsyncParsableCommand {
+    /// The exit status when the snapshot to load is damaged (sysexits' EX_DATAERR).
+    static let damagedSnapshotExitStatus: Int32 = 65
+
     static let configuration = CommandConfiguration(
         commandName: "cached-server",
         abstract: "A cache server that speaks the Redis protocol (RESP).",
@@ -37,6 +40,9 @@ struct CachedServer: AsyncParsableCommand {
               cached-server --unixsocket /run/cached/cached.sock --port 0
 
             Directives: \(ServerConfiguration.directiveNames.joined(separator: ", ")).
+
+            Exit status: 0 after a normal shutdown; 65 when the snapshot to load is
+            damaged (see snapshot-load-corrupt); 1 for any other failure.
 
             Logs go to standard error (or to the logfile directive's file), one line
             per event; under systemd they carry journald priorities.
@@ -105,7 +111,9 @@ struct CachedServer: AsyncParsableCommand {
             throw ExitCode.failure
         } catch let error as SnapshotLoadError {
             logger.critical("\(error)")
-            throw ExitCode.failure
+            // A damaged snapshot stays damaged: a status of its own, which the systemd unit lists in
+            // RestartPreventExitStatus, so that the service does not restart in a loop.
+            throw error.isDamage ? ExitCode(Self.damagedSnapshotExitStatus) : ExitCode.failure
         } catch let error as SnapshotSaveFailure {
             logger.critical("\(error)")
             throw ExitCode.failure

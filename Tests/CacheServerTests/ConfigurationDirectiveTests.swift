@@ -1,5 +1,6 @@
 import CacheServer
 import Logging
+import NIOCore
 import Testing
 
 private func configGet(_ configuration: ServerConfiguration, _ patterns: String...) -> [String] {
@@ -45,10 +46,13 @@ struct ConfigurationDefaultsTests {
         #expect(configGet(ServerConfiguration(), name) == [name, value])
     }
 
-    @Test("io-threads defaults to the number of CPU cores, within Redis's 1...128")
+    @Test("io-threads defaults to one loop on up to two cores, then three quarters of the cores, within 1...128")
     func ioThreadsDefault() {
-        let threads = ServerConfiguration().ioThreads
-        #expect((1...128).contains(threads))
+        let expected = [0: 1, 1: 1, 2: 1, 3: 2, 4: 3, 8: 6, 16: 12, 64: 48, 256: 128]
+        for (cores, threads) in expected {
+            #expect(ServerConfiguration.defaultIOThreads(cores: cores) == threads, "\(cores) cores")
+        }
+        #expect(ServerConfiguration().ioThreads == ServerConfiguration.defaultIOThreads(cores: System.coreCount))
     }
 
     @Test("dir is reported as an absolute path")

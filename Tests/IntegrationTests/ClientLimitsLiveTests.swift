@@ -7,15 +7,6 @@ import Testing
 struct ClientLimitsLiveTests {
     static let kinds: [ServerProcess.Kind] = [.redis, .cached]
 
-    /// The server process's resident memory in bytes.
-    private static func residentBytes(_ server: ServerProcess) throws -> Int {
-        let status = try String(contentsOfFile: "/proc/\(server.pid)/status", encoding: .utf8)
-        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-            let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
-        else { throw TestEnvironmentError("no VmRSS for \(server.pid)") }
-        return kilobytes * 1024
-    }
-
     @Test("--timeout 1: a client that stays silent is disconnected; one that keeps talking is not", arguments: kinds)
     func idleTimeout(_ kind: ServerProcess.Kind) throws {
         let server = try ServerProcess.start(kind, arguments: ["--timeout", "1"])
@@ -41,7 +32,7 @@ struct ClientLimitsLiveTests {
         defer { server.stop() }
         let bystander = try server.connect()
         #expect(try bystander.command("SET", "big", String(repeating: "v", count: 100_000)) == .ok)
-        let before = try Self.residentBytes(server)
+        let before = try server.residentBytes()
 
         // 3000 GETs of a 100 KB value (300 MB of replies), sent without reading a byte.
         let reader = try RawConnection(port: server.port)
@@ -49,8 +40,31 @@ struct ClientLimitsLiveTests {
         _ = reader.trySend(request)
 
         #expect(try reader.closedByServer(within: 10))
-        let growth = try Self.residentBytes(server) - before
+        let growth = try server.residentBytes() - before
         #expect(growth < 64 << 20, "resident memory grew by \(growth >> 20) MB for a 4 MB limit")
         #expect(try bystander.command("GET", "big").text?.count == 100_000)
+    }
+
+    @Test("CONFIG SET maxclients raises the open files limit, or refuses with the most the system allows", arguments: kinds)
+    func maxClientsAtRunTime(_ kind: ServerProcess.Kind) throws {
+        // Soft limit 1000, enough for maxclients 900 and 32 more descriptors: nothing to raise at start.
+        let roomy = try ServerProcess.start(kind, arguments: ["--maxclients", "900"], openFilesSoftLimit: 1000)
+        defer { roomy.stop() }
+        let c = try roomy.connect()
+        #expect(try roomy.openFilesSoftLimit() == 1000)
+        #expect(try c.command("CONFIG", "SET", "maxclients", "3000") == .ok)
+        #expect(try roomy.openFilesSoftLimit() == 3032)
+        #expect(try c.command("CONFIG", "GET", "maxclients") == .array([.bulk("maxclients"), .bulk("3000")]))
+
+        // Hard limit 1000 too: maxclients is lowered to 968 (1000 less 32 reserved descriptors) at start, nothing
+        // above that is possible, and the value stays as it was.
+        let tight = try ServerProcess.start(kind, openFilesSoftLimit: 1000, openFilesHardLimit: 1000)
+        defer { tight.stop() }
+        let t = try tight.connect()
+        #expect(try t.command("CONFIG", "SET", "maxclients", "5000") == .error(
+            "ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with 968"))
+        #expect(try t.command("CONFIG", "GET", "maxclients") == .array([.bulk("maxclients"), .bulk("968")]))
+        #expect(try t.command("CONFIG", "SET", "maxclients", "500") == .ok)
+        #expect(try tight.openFilesSoftLimit() == 1000)
     }
 }

@@ -208,8 +208,11 @@ struct DaemonLifecycleTests {
         defer { server.stop() }
         try poll("the socket to answer") { try ExternalProgram.redisCli.run(["-s", socket, "PING"]).standardOutput == "PONG\n" }
 
-        let mode = try FileManager.default.attributesOfItem(atPath: socket)[.posixPermissions] as? Int
-        #expect(mode == 0o700)
+        // Both servers set the permissions just after the socket starts listening (bind, then chmod), so the
+        // first PING can come before them.
+        try poll("the socket's permissions to be 0700", timeout: 5) {
+            try FileManager.default.attributesOfItem(atPath: socket)[.posixPermissions] as? Int == 0o700
+        }
         #expect(try ExternalProgram.redisCli.run(["-s", socket, "CONFIG", "GET", "port"]).lines == ["port", "0"])
         let list = try ExternalProgram.redisCli.run(["-s", socket, "CLIENT", "LIST"]).standardOutput
         #expect(list.contains("addr=\(socket):0 laddr=\(socket):0 "), "\(list)")

@@ -7,15 +7,6 @@ import Testing
 /// noeviction refuses writes as redis-server does.
 @Suite("maxmemory on a live server")
 struct EvictionLiveTests {
-    /// The process's resident set size in bytes (VmRSS).
-    static func residentBytes(_ pid: Int32) throws -> Int {
-        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
-        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-            let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])
-        else { throw TestEnvironmentError("no VmRSS in /proc/\(pid)/status") }
-        return kilobytes * 1024
-    }
-
     static func info(_ connection: HiredisConnection, _ section: String) throws -> [String: String] {
         let text = try #require(try connection.command("INFO", section).text)
         var fields: [String: String] = [:]
@@ -36,7 +27,7 @@ struct EvictionLiveTests {
         // The base: the server after the same clients have connected and pipelined, holding no data.
         let warmUp = try server.redisBenchmark(["-t", "ping", "-n", "50000", "-c", "20", "-P", "16", "-q"])
         #expect(warmUp.status == 0, "\(warmUp.standardError)")
-        let base = try Self.residentBytes(server.pid)
+        let base = try server.residentBytes()
 
         // 100,000 SETs of 1000-byte values on random keys (100 MB), sampling RSS all along.
         let finished = Mutex(false)
@@ -51,12 +42,12 @@ struct EvictionLiveTests {
         thread.start()
         var peak = 0
         while !finished.withLock({ $0 }) {
-            peak = max(peak, try Self.residentBytes(server.pid))
+            peak = max(peak, try server.residentBytes())
             usleep(20_000)
         }
         guard let output = result.withLock({ $0 }) else { throw TestEnvironmentError("redis-benchmark did not run") }
         #expect(output.status == 0, "\(output.standardError)")
-        peak = max(peak, try Self.residentBytes(server.pid))
+        peak = max(peak, try server.residentBytes())
 
         let bound = limit + limit / 10 + base
         #expect(peak <= bound, "peak RSS \(peak) > 1.1 × \(limit) + base \(base)")

@@ -207,7 +207,7 @@ struct PersistenceLiveTests {
         return data
     }
 
-    @Test("a damaged snapshot: the daemon refuses to start, exit 1, saying which file, what is wrong and what to do",
+    @Test("a damaged snapshot: the daemon refuses to start, exit 65, saying which file, what is wrong and what to do",
           arguments: Damage.allCases)
     func damagedRefused(_ damage: Damage) throws {
         let data = try damagedSnapshot(damage)
@@ -215,7 +215,7 @@ struct PersistenceLiveTests {
         let server = try ServerProcess.launch(.cached, arguments: ["--port", "0", "--unixsocket", data.path + "/s.sock", "--dir", data.path])
         defer { server.stop() }
 
-        #expect(server.waitForExit(timeout: 15) == 1)
+        #expect(server.waitForExit(timeout: 15) == 65)
         let log = server.standardError()
         #expect(log.contains("Can't load the snapshot \(data.snapshot)"), "\(log)")
         let reason = switch damage {

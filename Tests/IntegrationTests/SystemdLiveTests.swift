@@ -91,6 +91,42 @@ struct SystemdLiveTests {
         #expect(server.waitForExit(timeout: 10) == 0)
     }
 
+    @Test("loading a snapshot at start and saving one at exit: systemd is told to extend its timeouts")
+    func timeoutExtensions() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cached-notify-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let settings = ["--dir", directory.path, "--save", "3600 1"]
+        do {
+            let first = try ServerProcess.start(.cached, arguments: settings)
+            let c = try first.connect()
+            #expect(try c.command("SET", "k", "v") == .ok)
+            #expect(try c.command("SAVE") == .ok)
+            first.stop()
+        }
+
+        let notify = try NotifySocket(abstract: false)
+        let port = try freeLoopbackPort()
+        let server = try ServerProcess.launch(
+            .cached, arguments: ["--port", String(port), "--bind", "127.0.0.1"] + settings,
+            environment: ["NOTIFY_SOCKET": notify.address], port: port)
+        defer { server.stop() }
+
+        let startup = try notify.receive(until: "READY=1", timeout: 15)
+        let loading = try #require(startup.firstIndex { $0.contains("STATUS=Loading the snapshot") }, "\(startup)")
+        let extended = try #require(startup.firstIndex { $0.contains("EXTEND_TIMEOUT_USEC=30000000") }, "\(startup)")
+        #expect(loading < extended)
+
+        let c = try server.connect()
+        #expect(try c.command("GET", "k") == .bulk("v"))
+        #expect(try c.command("SET", "k", "w") == .ok)
+        server.send(signal: SIGTERM)
+        let saving = try notify.receive(until: "STATUS=Saving the final snapshot", timeout: 10)
+        #expect(saving.contains { $0.contains("STOPPING=1") })
+        _ = try notify.receive(until: "EXTEND_TIMEOUT_USEC=30000000", timeout: 10)
+        #expect(server.waitForExit(timeout: 15) == 0)
+    }
+
     @Test("without NOTIFY_SOCKET nothing is sent and nothing is logged about systemd")
     func noNotifySocket() throws {
         let server = try ServerProcess.start(.cached)
@@ -128,6 +164,25 @@ struct SystemdLiveTests {
 
         let misspelt = try verify(try unitForBuiltBinary().replacingOccurrences(of: "\nPrivateTmp=yes", with: "\nPrivateTemp=yes"))
         #expect(misspelt.standardError.contains("Unknown key 'PrivateTemp'"), "\(misspelt.summary)")
+    }
+
+    @Test("a daemon that refuses a damaged snapshot exits with a status the unit does not restart on")
+    func damagedSnapshotIsNotRestarted() throws {
+        let shipped = try String(contentsOfFile: Self.root + "/deploy/cached-server.service", encoding: .utf8)
+        let line = try #require(shipped.split(separator: "\n").first { $0.hasPrefix("RestartPreventExitStatus=") })
+        let statuses = line.dropFirst("RestartPreventExitStatus=".count).split(separator: " ").compactMap { Int32($0) }
+        #expect(shipped.contains("\nRestart=on-failure\n"))
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cached-unit-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Data("this is not a snapshot\n".utf8).write(to: directory.appendingPathComponent("cached.snapshot"))
+        let server = try ServerProcess.launch(
+            .cached, arguments: ["--port", "0", "--unixsocket", directory.path + "/s.sock", "--dir", directory.path])
+        defer { server.stop() }
+
+        let status = try #require(server.waitForExit(timeout: 15))
+        #expect(statuses.contains(status), "exit status \(status), RestartPreventExitStatus \(statuses)")
     }
 
     @Test("make install-files DESTDIR=...: binary, unit for PREFIX, config kept on a second install")

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import RESP
 
@@ -17,8 +18,14 @@ package enum ConfigCommands {
             guard a.count % 2 == 0 else { return c.error(ReplyError.syntax) }
             let changes = stride(from: 2, to: a.count, by: 2).map { (name: a.string($0), value: a.string($0 + 1)) }
             do throws(ConfigurationDirectiveError) {
+                let logger = c.server.logger
                 try c.server.updateConfiguration { config throws(ConfigurationDirectiveError) in
-                    try config.configSet(changes)
+                    var updated = config
+                    try updated.configSet(changes)
+                    if updated.maxClients > config.maxClients {
+                        try raiseOpenFilesLimit(for: updated.maxClients, logger: logger)
+                    }
+                    config = updated
                 }
                 c.ok()
             } catch {
@@ -38,6 +45,20 @@ package enum ConfigCommands {
             ])
         } else {
             ConnectionCommands.subcommandError(&c)
+        }
+    }
+
+    /// As Redis does when CONFIG SET raises maxclients: raises the open files limit to fit, and refuses the
+    /// change (naming the most the system allows) when it cannot.
+    private static func raiseOpenFilesLimit(for maxClients: Int, logger: Logger) throws(ConfigurationDirectiveError) {
+        let outcome = OpenFilesLimit.adjust(maxClients: maxClients)
+        for message in outcome.messages {
+            if outcome.raised { logger.notice("\(message)") } else { logger.warning("\(message)") }
+        }
+        guard outcome.maxClients >= maxClients else {
+            throw .invalidValue(
+                directive: "maxclients",
+                reason: "The operating system is not able to handle the specified number of clients, try with \(outcome.maxClients)")
         }
     }
 }

@@ -135,21 +135,47 @@ public final class CacheServerService: Service, Sendable {
     /// Loads the snapshot file, on a thread of its own, before anything listens.
     private func loadSnapshot(_ config: ServerConfiguration) async throws {
         let state = self.state
-        if access(config.snapshotPath, F_OK) == 0 {
+        let exists = access(config.snapshotPath, F_OK) == 0
+        if exists {
             notifySystemd("STATUS=Loading the snapshot \(config.snapshotPath)")
         }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let thread = Thread {
-                do {
-                    try state.snapshots.load(config)
-                    continuation.resume()
-                } catch {
-                    continuation.resume(throwing: error)
+        try await extendingSystemdTimeout(exists) {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let thread = Thread {
+                    do {
+                        try state.snapshots.load(config)
+                        continuation.resume()
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
                 }
+                thread.name = "cached-load"
+                thread.start()
             }
-            thread.name = "cached-load"
-            thread.start()
         }
+    }
+
+    /// How often, while a snapshot loads at start or saves at exit, systemd is told to wait longer
+    /// (`EXTEND_TIMEOUT_USEC`, by three times this), so that a data set too large for the unit's
+    /// TimeoutStartSec or TimeoutStopSec is not killed halfway.
+    static let systemdExtensionInterval: Duration = .seconds(10)
+
+    /// Runs `body`, telling systemd every ``systemdExtensionInterval`` (and once at once) that the start or
+    /// stop under way needs more time, when `extend` is true and systemd is listening.
+    private func extendingSystemdTimeout<T: Sendable, Failure: Error>(
+        _ extend: Bool, _ body: () async throws(Failure) -> T
+    ) async throws(Failure) -> T {
+        guard extend, systemd != nil else { return try await body() }
+        let interval = Self.systemdExtensionInterval
+        let microseconds = (interval * 3).components.seconds * 1_000_000
+        let ticker = Task {
+            while !Task.isCancelled {
+                notifySystemd("EXTEND_TIMEOUT_USEC=\(microseconds)")
+                try? await Task.sleep(for: interval)
+            }
+        }
+        defer { ticker.cancel() }
+        return try await body()
     }
 
     /// Writes the final snapshot once no client is left: on a signal when save points are set, after
@@ -173,17 +199,19 @@ public final class CacheServerService: Service, Sendable {
         guard due else { return nil }
         notifySystemd("STATUS=Saving the final snapshot")
         state.logger.notice("Saving the final snapshot before exiting.")
-        return await withCheckedContinuation { (continuation: CheckedContinuation<SnapshotSaveFailure?, Never>) in
-            let thread = Thread {
-                switch state.snapshots.saveNow(config, trigger: "shutdown", waitForOthers: true) {
-                case .failed(let error):
-                    continuation.resume(returning: SnapshotSaveFailure(underlying: error))
-                case .saved, .busy:
-                    continuation.resume(returning: nil)
+        return await extendingSystemdTimeout(true) {
+            await withCheckedContinuation { (continuation: CheckedContinuation<SnapshotSaveFailure?, Never>) in
+                let thread = Thread {
+                    switch state.snapshots.saveNow(config, trigger: "shutdown", waitForOthers: true) {
+                    case .failed(let error):
+                        continuation.resume(returning: SnapshotSaveFailure(underlying: error))
+                    case .saved, .busy:
+                        continuation.resume(returning: nil)
+                    }
                 }
+                thread.name = "cached-final-save"
+                thread.start()
             }
-            thread.name = "cached-final-save"
-            thread.start()
         }
     }
 

@@ -16,13 +16,13 @@ package final class ClientSession: @unchecked Sendable {
     /// The path of the Unix socket the client connected through, or nil for TCP.
     package let unixSocketPath: String?
 
-    // Owned by the connection's event loop.
-    package var protocolVersion: RESPVersion = .resp2
-    package var authenticated: Bool
-    package var noEvict = false
-    package var noTouch = false
+    // Owned by the connection's event loop, which runs one command at a time: no run-time exclusivity checks.
+    @exclusivity(unchecked) package var protocolVersion: RESPVersion = .resp2
+    @exclusivity(unchecked) package var authenticated: Bool
+    @exclusivity(unchecked) package var noEvict = false
+    @exclusivity(unchecked) package var noTouch = false
     /// Set by QUIT and CLIENT KILL of oneself: the connection closes once the reply is written.
-    package var closeAfterReply = false
+    @exclusivity(unchecked) package var closeAfterReply = false
     /// In MONITOR mode (read by the clients cron too, hence atomic).
     package var isMonitor: Bool {
         get { monitorFlag.load(ordering: .relaxed) }

@@ -10,16 +10,18 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     package typealias OutboundOut = ByteBuffer
 
     private let server: ServerState
-    private var session: ClientSession?
-    private var parser = RESPRequestParser()
+    // The state below is touched only on the channel's event loop, one callback at a time, so the per-command
+    // path skips Swift's run-time exclusivity checks on it.
+    @exclusivity(unchecked) private var session: ClientSession?
+    @exclusivity(unchecked) private var parser = RESPRequestParser()
     /// Bytes of a command that has not arrived whole yet.
-    private var pending: ByteBuffer?
-    private var output: ByteBuffer
-    private var closing = false
-    private var limits: RESPRequestLimits
-    private var queryBufferLimit: Int
-    private var outputLimit: ServerConfiguration.OutputBufferLimit
-    private var limitsGeneration = 0
+    @exclusivity(unchecked) private var pending: ByteBuffer?
+    @exclusivity(unchecked) private var output: ByteBuffer
+    @exclusivity(unchecked) private var closing = false
+    @exclusivity(unchecked) private var limits: RESPRequestLimits
+    @exclusivity(unchecked) private var queryBufferLimit: Int
+    @exclusivity(unchecked) private var outputLimit: ServerConfiguration.OutputBufferLimit
+    @exclusivity(unchecked) private var limitsGeneration = 0
 
     /// Redis 7.0's reply to a non-local client while protected mode is on and no password is set.
     static let protectedModeMessage =
@@ -149,6 +151,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
 
     /// Runs every whole command in `buffer`, straight out of the bytes NIO read, and keeps a trailing part.
     private func process(_ buffer: inout ByteBuffer, session: ClientSession, now: Int64, context: ChannelHandlerContext) {
+        prefetchKeys(buffer, session: session)
         while buffer.readableBytes > 0 && !closing {
             switch step(buffer, session: session, now: now) {
             case .consumed(let n):
@@ -160,6 +163,28 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             case .failed(let error):
                 protocolError(error, session: session, context: context)
                 return
+            }
+        }
+    }
+
+    /// How many commands of a pipeline have their keys prefetched ahead of running them.
+    private static let prefetchDepth = 16
+
+    /// Starts loading the table slots of the keys of the commands after the first in `buffer` (the first runs
+    /// at once): while the earlier commands run, the processor brings in the slots the later ones will read,
+    /// instead of waiting for each in turn. Only a hint; the commands are parsed and run as usual.
+    @inline(__always)
+    private func prefetchKeys(_ buffer: ByteBuffer, session: ClientSession) {
+        let database = server.keyspace.databases[session.db]
+        buffer.withUnsafeReadableBytes { bytes in
+            var first = true
+            RESPKeyScanner.forEachKey(in: bytes, limit: Self.prefetchDepth + 1) { key in
+                if first {
+                    first = false
+                    return
+                }
+                let hash = Keyspace.hasher.hash(key)
+                database.shard(for: hash).prefetch(hash: hash)
             }
         }
     }
@@ -318,7 +343,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     /// Whether replies were handed to the channel since the last flush.
-    private var unflushed = false
+    @exclusivity(unchecked) private var unflushed = false
 
     private func flush(context: ChannelHandlerContext) {
         write(context: context)

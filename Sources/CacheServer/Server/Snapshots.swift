@@ -307,6 +307,15 @@ package final class SnapshotCoordinator: @unchecked Sendable {
 public struct SnapshotLoadError: Error, CustomStringConvertible {
     let underlying: SnapshotError
 
+    /// Whether the file itself is at fault (damaged, of a newer format, or for more databases than
+    /// configured), so that starting again cannot succeed; false for I/O errors and lack of memory.
+    public var isDamage: Bool {
+        switch underlying.kind {
+        case .corrupt, .unsupportedVersion, .incompatible: true
+        case .io, .outOfMemory: false
+        }
+    }
+
     public var description: String {
         var text = "Can't load the snapshot \(underlying)."
         switch underlying.kind {

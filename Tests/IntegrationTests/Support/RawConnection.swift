@@ -34,6 +34,13 @@ final class RawConnection {
         return nil
     }
 
+    /// Makes closing this connection reset it (RST) instead of shutting it down, as a killed client's does
+    /// when unread data is pending or the kernel aborts it.
+    func resetOnClose() {
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+    }
+
     /// This end's address as the server shows it (`127.0.0.1:54321`).
     var localAddress: String {
         var addr = sockaddr_in()

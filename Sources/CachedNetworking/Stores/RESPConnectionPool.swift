@@ -31,7 +31,10 @@ final class RESPConnectionPool: @unchecked Sendable {
     typealias Completion = CheckedContinuation<Result<RESPReply, CacheStoreError>, Never>
 
     struct Request {
+        /// One command, or several sent back to back (`replies` of them).
         let command: [UInt8]
+        /// How many replies `command` gets; more than one are delivered together as an array.
+        var replies = 1
         let enqueuedAt: UInt64
         let completion: Completion
     }
@@ -58,6 +61,8 @@ final class RESPConnectionPool: @unchecked Sendable {
 
     private let configuration: RESPStore.Configuration
     private let logger: Logger
+    /// Per-connection setup (the near cache's `CLIENT TRACKING`); nil for none.
+    private let hook: (any RESPConnectionHook)?
     private let lock: ConditionLock
     // Guarded by `lock`:
     private var slots: [Slot]
@@ -70,9 +75,10 @@ final class RESPConnectionPool: @unchecked Sendable {
     /// Most bytes of commands written in one batch (at least one command is always sent).
     private static let batchByteLimit = 1 << 20
 
-    init(configuration: RESPStore.Configuration, logger: Logger) {
+    init(configuration: RESPStore.Configuration, logger: Logger, hook: (any RESPConnectionHook)? = nil) {
         self.configuration = configuration
         self.logger = logger
+        self.hook = hook
         let size = max(1, configuration.poolSize)
         self.lock = ConditionLock(conditions: size)
         self.slots = Array(repeating: Slot(), count: size)
@@ -89,8 +95,9 @@ final class RESPConnectionPool: @unchecked Sendable {
 
     // MARK: calls
 
-    /// Sends `command` (a complete RESP request) and waits for its reply.
-    func submit(_ command: [UInt8]) async -> Result<RESPReply, CacheStoreError> {
+    /// Sends `command` (a complete RESP request, or `replies` of them back to back, which go out together on one
+    /// connection) and waits for its reply; several replies come as one ``RESPReply/array(_:)``.
+    func submit(_ command: [UInt8], replies: Int = 1) async -> Result<RESPReply, CacheStoreError> {
         await withCheckedContinuation { (completion: Completion) in
             let now = monotonicNanoseconds()
             let refusal: CacheStoreError? = lock.withLock {
@@ -98,7 +105,8 @@ final class RESPConnectionPool: @unchecked Sendable {
                 guard let index = chooseSlot(now: now) else {
                     return CacheStoreError(.unreachable, "no connection to the server: \(lastConnectError.message)")
                 }
-                slots[index].queue.append(Request(command: command, enqueuedAt: now, completion: completion))
+                slots[index].queue.append(
+                    Request(command: command, replies: max(1, replies), enqueuedAt: now, completion: completion))
                 lock.signal(index)
                 return nil
             }
@@ -177,6 +185,8 @@ final class RESPConnectionPool: @unchecked Sendable {
 
         let queueDeadline = UInt64(clamping: (configuration.connectTimeout + configuration.commandTimeout).storeNanoseconds)
         var connection: HiredisConnection?
+        // The hook's generation this connection was last set up for (nil: not yet).
+        var setUpFor: UInt64?
         lock.lock()
         while !shuttingDown {
             if slots[index].queue.isEmpty {
@@ -186,6 +196,7 @@ final class RESPConnectionPool: @unchecked Sendable {
             guard let live = connection else {
                 lock.unlock()
                 connection = connect(slot: index)
+                setUpFor = nil
                 lock.lock()
                 continue
             }
@@ -209,7 +220,15 @@ final class RESPConnectionPool: @unchecked Sendable {
             lock.unlock()
             let lateError = CacheStoreError(.timeout, "waited more than \(configuration.connectTimeout + configuration.commandTimeout) for a connection")
             for request in late { request.completion.resume(returning: .failure(lateError)) }
-            let failure = live.send(batch)
+            var failure: HiredisConnection.BatchFailure?
+            // Checked after taking the batch, so that every call in it was made before the check.
+            if let hook, setUpFor != hook.setupGeneration {
+                switch hook.setUp(live) {
+                case .success(let generation): setUpFor = generation
+                case .failure(let error): failure = HiredisConnection.BatchFailure(firstFailed: 0, error: error)
+                }
+            }
+            if failure == nil { failure = live.send(batch) }
             lock.lock()
             slots[index].busy = false
             if let failure {
@@ -222,6 +241,7 @@ final class RESPConnectionPool: @unchecked Sendable {
                 logger.debug("discarding a connection", metadata: ["error": "\(failure.error)"])
                 connection = nil
                 live.close()
+                if setUpFor != nil { hook?.connectionClosed() }
                 for request in batch[failure.firstFailed...] { request.completion.resume(returning: .failure(error)) }
                 lock.lock()
             }

@@ -51,6 +51,9 @@ struct NearCacheScenario: Sendable, CustomTestStringConvertible {
         .init("the invalidation connection killed on the server: the near cache is flushed and tracks again") {
             try await $0.subscriberKilledOnTheServer()
         },
+        .init("a data connection closed by the server: what it read is dropped within the health check") {
+            try await $0.dataConnectionKilledOnTheServer()
+        },
         .init("a server's flush message empties the near cache") { try await $0.flushEmptiesTheNearCache() },
         .init("cached-fetch processes serving from their near caches switch to an overwritten response") {
             try await $0.processesSeeAnOverwrite(broadcast: false)
@@ -345,6 +348,31 @@ struct NearCacheScenarios {
         try await writer.set(key, to: ByteBuffer(string: "three"), ttl: .seconds(60))
         let gone = try await timeUntilGone(ByteBuffer(string: "two"), key: key, from: store, since: .now)
         #expect(gone != nil, "no invalidation after the subscriber came back")
+        await store.shutdown()
+        await writer.shutdown()
+        _ = try await offThread { server.stop() }
+    }
+
+    func dataConnectionKilledOnTheServer() async throws {
+        let server = try await startTrackingServer(kind)
+        let store = nearCacheStore(port: server.port, poolSize: 1)
+        try await store.waitUntilFilling()
+        let key = "killed-data:\(UUID().uuidString)"
+        try await store.set(key, to: ByteBuffer(string: "one"), ttl: .seconds(60))
+        #expect(try await store.readUntilNearHit(key)?.text == "one")
+        // The server forgets the keys a closed connection read: a write would never be announced. The idle
+        // connection notices at its next health check (500 ms in these tests) and the near cache is flushed.
+        let killed = try await offThread {
+            try ExternalProgram.redisCli.run(["-p", String(server.port), "CLIENT", "KILL", "TYPE", "normal"])
+        }
+        #expect(killed.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(killed.summary)")
+        let killedAt = ContinuousClock.now
+        let writer = plainStore(port: server.port)
+        try await writer.set(key, to: ByteBuffer(string: "two"), ttl: .seconds(60))
+        let gone = try await timeUntilGone(ByteBuffer(string: "one"), key: key, from: store, since: killedAt)
+        #expect(gone != nil, "the near cache kept serving a key its closed connection had read")
+        print("near cache, \(kind): a killed data connection noticed \(gone.map { "\($0)" } ?? "never") after the kill")
+        #expect(try await store.get(key)?.text == "two")
         await store.shutdown()
         await writer.shutdown()
         _ = try await offThread { server.stop() }

@@ -370,6 +370,10 @@ final class TrackingChannel: RESPConnectionHook, InvalidationListener, Sendable 
         return .success(current)
     }
 
+    /// The subscriber's health-check interval: a data connection the server closed loses its tracked keys, so
+    /// it must be noticed as soon as the subscriber's own connection would be.
+    var idleCheckInterval: Duration? { core.settings.healthCheckInterval }
+
     func connectionClosed() {
         // The server forgets what a closed connection read, so its keys would never be invalidated.
         guard !core.isDisabled else { return }

@@ -17,6 +17,11 @@ protocol RESPConnectionHook: AnyObject, Sendable {
     ///   discarded and the calls of its batch fail with it.
     func setUp(_ connection: HiredisConnection) -> Result<UInt64, CacheStoreError>
 
-    /// A connection that had been set up was discarded (an I/O error, a timeout, a failed setup).
+    /// How long a connection that was set up may stay idle before it sends `PING`, so that a connection the
+    /// server closed (`CLIENT KILL`, its idle `timeout`) is discarded, and ``connectionClosed()`` called, within
+    /// that time instead of at its next call; nil for no checks.
+    var idleCheckInterval: Duration? { get }
+
+    /// A connection that had been set up was discarded (an I/O error, a timeout, a failed setup or idle check).
     func connectionClosed()
 }

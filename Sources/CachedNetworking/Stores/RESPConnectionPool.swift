@@ -187,10 +187,41 @@ final class RESPConnectionPool: @unchecked Sendable {
         var connection: HiredisConnection?
         // The hook's generation this connection was last set up for (nil: not yet).
         var setUpFor: UInt64?
+        /// Discards the connection after `error`, failing `failed`. Called and returns with the lock held.
+        func discard(_ live: HiredisConnection, _ error: CacheStoreError, failing failed: ArraySlice<Request>) {
+            // The connection is unusable (or out of step with its replies). The next command reconnects at once;
+            // only failed attempts back off.
+            slots[index].socket = -1
+            slots[index].state = .disconnected(retryAt: 0)
+            let reported = shuttingDown ? CacheStoreError(.closed, "the store was shut down") : error
+            lock.unlock()
+            logger.debug("discarding a connection", metadata: ["error": "\(error)"])
+            connection = nil
+            live.close()
+            if setUpFor != nil { hook?.connectionClosed() }
+            for request in failed { request.completion.resume(returning: .failure(reported)) }
+            lock.lock()
+        }
+
         lock.lock()
         while !shuttingDown {
             if slots[index].queue.isEmpty {
-                lock.wait(index)
+                // A connection the hook set up is checked with PING when idle, so that one the server closed is
+                // noticed (and the hook told) within the hook's interval rather than at the next call.
+                guard let live = connection, setUpFor != nil, let interval = hook?.idleCheckInterval else {
+                    lock.wait(index)
+                    continue
+                }
+                if lock.wait(index, nanoseconds: UInt64(clamping: interval.storeNanoseconds)),
+                    slots[index].queue.isEmpty, !shuttingDown
+                {
+                    slots[index].busy = true
+                    lock.unlock()
+                    let reply = live.roundTrip(RESPCommand("PING", argumentCount: 0))
+                    lock.lock()
+                    slots[index].busy = false
+                    if case .failure(let error) = reply { discard(live, error, failing: []) }
+                }
                 continue
             }
             guard let live = connection else {
@@ -231,20 +262,7 @@ final class RESPConnectionPool: @unchecked Sendable {
             if failure == nil { failure = live.send(batch) }
             lock.lock()
             slots[index].busy = false
-            if let failure {
-                // The connection is unusable (or out of step with its replies): discard it. The next command
-                // reconnects at once; only failed attempts back off.
-                slots[index].socket = -1
-                slots[index].state = .disconnected(retryAt: 0)
-                let error = shuttingDown ? CacheStoreError(.closed, "the store was shut down") : failure.error
-                lock.unlock()
-                logger.debug("discarding a connection", metadata: ["error": "\(failure.error)"])
-                connection = nil
-                live.close()
-                if setUpFor != nil { hook?.connectionClosed() }
-                for request in batch[failure.firstFailed...] { request.completion.resume(returning: .failure(error)) }
-                lock.lock()
-            }
+            if let failure { discard(live, failure.error, failing: batch[failure.firstFailed...]) }
         }
         slots[index].socket = -1
         let leftovers = slots[index].queue.removeAll()
@@ -383,6 +401,17 @@ final class ConditionLock: @unchecked Sendable {
 
     /// Waits on condition `index`; the mutex must be held.
     func wait(_ index: Int) { pthread_cond_wait(conditions + index, mutex) }
+
+    /// Waits on condition `index` for at most `nanoseconds`; the mutex must be held.
+    /// - Returns: true when the time ran out (rather than a signal, or a spurious wake-up).
+    func wait(_ index: Int, nanoseconds: UInt64) -> Bool {
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        let total = UInt64(deadline.tv_nsec) + nanoseconds
+        deadline.tv_sec += Int(total / 1_000_000_000)
+        deadline.tv_nsec = Int(total % 1_000_000_000)
+        return pthread_cond_timedwait(conditions + index, mutex, &deadline) == ETIMEDOUT
+    }
     func signal(_ index: Int) { pthread_cond_signal(conditions + index) }
     func broadcastAll() {
         for i in 0..<conditionCount { pthread_cond_broadcast(conditions + i) }

@@ -7,6 +7,8 @@ import Foundation
 import FoundationNetworking
 #endif
 import HTTPTypes
+import Logging
+import NIOCore
 import Testing
 
 private enum QuickStart {
@@ -33,6 +35,13 @@ private enum QuickStart {
                                   connectTimeout: .seconds(1), commandTimeout: .milliseconds(500))
         let shared = FailOpenStore(wrapping: try RESPStore(url: "redis://127.0.0.1:6379"))
         return (store, shared)
+    }
+
+    static func makeNearCachedStore(url: String, logger: Logger) throws -> RESPStore {
+        var configuration = try RESPStore.Configuration(url: url)
+        configuration.nearCache = RESPStore.NearCache(maxBytes: 32 << 20, maxAge: .seconds(30))
+        // Or: RESPStore.NearCache(maxBytes: 32 << 20, mode: .broadcast(prefixes: ["catalog:"]))
+        return RESPStore(configuration: configuration, logger: logger)
     }
 
     static func configureOverrides() -> CachedNetworking.Configuration {
@@ -136,6 +145,24 @@ struct DocsSampleTests {
         #expect(shared.base.configuration.port == 6379)
         await store.shutdown()
         await shared.shutdown()
+    }
+
+    @Test("the near-cache sample keeps what it reads, against a live redis-server")
+    func nearCacheSample() async throws {
+        let server = try await offThread { try ServerProcess.start(.redis) }
+        let store = try QuickStart.makeNearCachedStore(
+            url: "redis://127.0.0.1:\(server.port)", logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        #expect(store.configuration.nearCache?.maxBytes == 32 << 20)
+        #expect(store.configuration.nearCache?.maxAge == .seconds(30))
+        #expect(store.configuration.nearCache?.mode == .default)
+        try await store.set("catalog:sample", to: ByteBuffer(string: "v"), ttl: .seconds(60))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while store.nearCacheStatistics?.hits == 0, ContinuousClock.now < deadline {
+            #expect(try await store.get("catalog:sample") == ByteBuffer(string: "v"))
+        }
+        #expect(store.nearCacheStatistics?.hits ?? 0 > 0)
+        await store.shutdown()
+        _ = try await offThread { server.stop() }
     }
 
     @Test("the override sample matches what it says")

@@ -331,10 +331,7 @@ struct NearCacheScenarios {
         let key = "killed-sub:\(UUID().uuidString)"
         try await writer.set(key, to: ByteBuffer(string: "one"), ttl: .seconds(60))
         #expect(try await store.readUntilNearHit(key)?.text == "one")
-        let killed = try await offThread {
-            try ExternalProgram.redisCli.run(["-p", String(server.port), "CLIENT", "KILL", "TYPE", "pubsub"])
-        }
-        #expect(killed.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(killed.summary)")
+        try await killClients(of: server, type: "pubsub")
         // The subscriber notices and flushes; the data connections still track for the dead id until it is back,
         // and must then track for the new one, or the write below would never be seen.
         let killedAt = ContinuousClock.now
@@ -362,10 +359,7 @@ struct NearCacheScenarios {
         #expect(try await store.readUntilNearHit(key)?.text == "one")
         // The server forgets the keys a closed connection read: a write would never be announced. The idle
         // connection notices at its next health check (500 ms in these tests) and the near cache is flushed.
-        let killed = try await offThread {
-            try ExternalProgram.redisCli.run(["-p", String(server.port), "CLIENT", "KILL", "TYPE", "normal"])
-        }
-        #expect(killed.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(killed.summary)")
+        try await killClients(of: server, type: "normal")
         let killedAt = ContinuousClock.now
         let writer = plainStore(port: server.port)
         try await writer.set(key, to: ByteBuffer(string: "two"), ttl: .seconds(60))

@@ -71,6 +71,16 @@ private func trackingProbe(port: Int) throws -> String {
     return String(decoding: reply, as: UTF8.self)
 }
 
+/// `CLIENT KILL TYPE <type>` on `server` (redis-cli's own connection is spared), expecting one client killed.
+func killClients(of server: ServerProcess, type: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    let killed = try await offThread {
+        try ExternalProgram.redisCli.run(["-p", String(server.port), "CLIENT", "KILL", "TYPE", type])
+    }
+    #expect(
+        killed.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(killed.summary)",
+        sourceLocation: sourceLocation)
+}
+
 /// A store on `port` with a near cache, settings for tests (short reconnect delays, generous timeouts).
 func nearCacheStore(
     port: Int,

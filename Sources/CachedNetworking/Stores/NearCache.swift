@@ -371,8 +371,8 @@ final class TrackingChannel: RESPConnectionHook, InvalidationListener, Sendable 
     }
 
     /// The subscriber's health-check interval: a data connection the server closed loses its tracked keys, so
-    /// it must be noticed as soon as the subscriber's own connection would be.
-    var idleCheckInterval: Duration? { core.settings.healthCheckInterval }
+    /// it must be noticed as soon as the subscriber's own connection would be. None once the near cache is off.
+    var idleCheckInterval: Duration? { core.isDisabled ? nil : core.settings.healthCheckInterval }
 
     func connectionClosed() {
         // The server forgets what a closed connection read, so its keys would never be invalidated.

@@ -28,6 +28,14 @@ public enum CachedNetworkingMetrics {
     public static let bytes = "cached_networking_bytes_total"
     /// Responses written to the store.
     public static let stores = "cached_networking_stores_total"
+    /// Keys a ``RESPStore`` answered from its near cache (see ``RESPStore/NearCache``).
+    public static let nearCacheHits = "cached_networking_near_cache_hits_total"
+    /// Keys a ``RESPStore`` with a near cache had to read from the server.
+    public static let nearCacheMisses = "cached_networking_near_cache_misses_total"
+    /// Near-cache invalidations, by ``Dimension/reason``: `server` (keys the server named), `flush` (the
+    /// server's flush message), `write` (the store's own writes), `disconnect` (the invalidation connection or a
+    /// tracking connection was lost: everything dropped).
+    public static let nearCacheInvalidations = "cached_networking_near_cache_invalidations_total"
 
     /// Dimension names.
     public enum Dimension {

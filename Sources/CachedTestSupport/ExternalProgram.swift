@@ -164,6 +164,9 @@ public final class RunningProgram: @unchecked Sendable {
 
     public var pid: Int32 { process.processIdentifier }
 
+    /// What the program has written to standard error so far (it may still be running).
+    public var standardErrorSoFar: String { String(decoding: err.data, as: UTF8.self) }
+
     /// Waits for the program to exit and returns what it produced. A program still running after `timeout`
     /// seconds is killed, and ``ProgramTimedOut`` carries its output so far.
     public func wait(timeout: TimeInterval) throws -> ProgramOutput {

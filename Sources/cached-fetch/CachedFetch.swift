@@ -3,6 +3,7 @@ import CachedNetworking
 import Foundation
 import HTTPTypes
 import Logging
+import NIOCore
 
 /// `cached-fetch`: fetch a URL through the SDK and print it.
 @main
@@ -30,32 +31,69 @@ struct CachedFetch: AsyncParsableCommand {
     @Flag(name: .long, help: "Log the cache's decisions on standard error.")
     var verbose = false
 
+    @Option(
+        name: .long,
+        help: "Keep a near cache of this many bytes (e.g. 16m) in front of a redis:// store, kept coherent by the server's invalidation messages.")
+    var nearCache: String?
+
+    @Flag(name: .long, help: "Near cache in broadcast mode: the server invalidates every key under '<namespace>:'.")
+    var nearCacheBroadcast = false
+
+    @Option(name: .long, help: "Fetch this many times, printing one line per fetch on standard error.")
+    var `repeat`: Int = 1
+
+    @Option(name: .long, help: "Milliseconds to wait between repeated fetches.")
+    var interval: Int = 0
+
+    @Flag(name: .long, help: "With --repeat: stop at the first body that differs from the first fetch's.")
+    var untilChanged = false
+
     @Argument(help: "The absolute http or https URL to fetch.")
     var url: String
 
     func validate() throws {
         _ = try FetchRequest.make(url: url, headers: header)
-        _ = try StoreSpec(parsing: store)
+        let spec = try StoreSpec(parsing: store)
+        if let nearCache {
+            _ = try parseByteCount(nearCache)
+            if spec == .memory { throw ValidationError("--near-cache needs a redis:// store") }
+        } else if nearCacheBroadcast {
+            throw ValidationError("--near-cache-broadcast needs --near-cache")
+        }
+        guard `repeat` >= 1 else { throw ValidationError("--repeat must be at least 1") }
+        guard interval >= 0 else { throw ValidationError("--interval must not be negative") }
+    }
+
+    /// The near cache the flags ask for.
+    private func nearCacheSettings() throws -> RESPStore.NearCache? {
+        guard let nearCache else { return nil }
+        var settings = RESPStore.NearCache(maxBytes: try parseByteCount(nearCache))
+        if nearCacheBroadcast { settings.mode = .broadcast(prefixes: ["\(namespace):"]) }
+        return settings
     }
 
     func run() async throws {
         var logger = Logger(label: "cached-fetch") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = verbose ? .debug : .warning
         let request = try FetchRequest.make(url: url, headers: header)
-        let cacheStore = try makeStore(try StoreSpec(parsing: store))
+        let made = try makeStore(try StoreSpec(parsing: store), nearCache: try nearCacheSettings(), logger: logger)
         let transport = AsyncHTTPClientTransport()
         var configuration = CachedNetworking.Configuration()
         configuration.namespace = namespace
-        let cache = CachedNetworking(store: cacheStore, transport: transport, configuration: configuration, logger: logger)
+        let cache = CachedNetworking(store: made.store, transport: transport, configuration: configuration, logger: logger)
         let outcome: Result<CachedResponse, CachedNetworkingError>
-        do {
-            outcome = .success(try await cache.run(request))
-        } catch {
-            outcome = .failure(error)
+        if `repeat` == 1 {
+            do {
+                outcome = .success(try await cache.run(request))
+            } catch {
+                outcome = .failure(error)
+            }
+        } else {
+            outcome = await fetchRepeatedly(cache, request, nearCache: made.resp)
         }
         await cache.waitForBackgroundRefreshes()
         try? await transport.shutdown()
-        await cacheStore.shutdown()
+        await made.store.shutdown()
         let answer: CachedResponse
         switch outcome {
         case .success(let value): answer = value
@@ -65,7 +103,41 @@ struct CachedFetch: AsyncParsableCommand {
         if include { output.append(contentsOf: FetchRequest.head(of: answer.response).utf8) }
         output.append(contentsOf: answer.body.readableBytesView)
         FileHandle.standardOutput.write(output)
-        FileHandle.standardError.write(Data("Cache-Status: \(answer.cacheStatus.headerValue)\n".utf8))
+        if `repeat` == 1 {
+            FileHandle.standardError.write(Data("Cache-Status: \(answer.cacheStatus.headerValue)\n".utf8))
+        }
+    }
+
+    /// Fetches up to `repeat` times, `interval` apart, writing after each fetch a line like
+    /// `fetch=3 time=1732251234.123456 changed=no near-hits=2 Cache-Status: cached; hit; ttl=59` on standard
+    /// error (`time` in seconds since 1970 when the answer came; `changed` whether the body differs from the first
+    /// fetch's; `near-hits` the near cache's hits so far, with --near-cache). Stops early with --until-changed.
+    /// - Returns: the last answer, or the first failure.
+    private func fetchRepeatedly(
+        _ cache: CachedNetworking, _ request: HTTPRequest, nearCache: RESPStore?
+    ) async -> Result<CachedResponse, CachedNetworkingError> {
+        var first: ByteBuffer?
+        var last: CachedResponse?
+        for fetch in 1...`repeat` {
+            let answer: CachedResponse
+            do {
+                answer = try await cache.run(request)
+            } catch {
+                return .failure(error)
+            }
+            let time = Date().timeIntervalSince1970
+            if first == nil { first = answer.body }
+            let changed = answer.body != first
+            var line = "fetch=\(fetch) time=\(String(format: "%.6f", time)) changed=\(changed ? "yes" : "no")"
+            if let statistics = nearCache?.nearCacheStatistics { line += " near-hits=\(statistics.hits)" }
+            FileHandle.standardError.write(Data("\(line) Cache-Status: \(answer.cacheStatus.headerValue)\n".utf8))
+            last = answer
+            if changed && untilChanged { break }
+            if fetch < `repeat` && interval > 0 {
+                try? await Task.sleep(for: .milliseconds(interval))
+            }
+        }
+        return last.map { .success($0) } ?? .failure(CachedNetworkingError(.invalidRequest, "no fetch"))
     }
 }
 

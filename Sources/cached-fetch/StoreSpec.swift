@@ -1,4 +1,5 @@
 import CachedNetworking
+import Logging
 import NIOCore
 
 /// Which store `--store` names.
@@ -29,24 +30,61 @@ struct StoreSpecError: Error, CustomStringConvertible {
     var description: String { message }
 }
 
+/// The store the flags name, and its ``RESPStore`` when it has one (for the near cache's statistics).
+struct MadeStore {
+    let store: any CacheStore
+    let resp: RESPStore?
+}
+
 /// Makes the store `spec` names: a ``MemoryStore`` that lives as long as this process (one fetch, so every
-/// run is a miss that shows what would be stored), a ``RESPStore`` on a `cached-server` or Redis server, or a
-/// ``RESPClusterStore`` on a Redis Cluster, behind a circuit breaker.
-func makeStore(_ spec: StoreSpec) throws(StoreSpecError) -> any CacheStore {
+/// run is a miss that shows what would be stored), a ``RESPStore`` on a `cached-server` or Redis server (with
+/// the near cache `nearCache` if given), or a ``RESPClusterStore`` on a Redis Cluster, behind a circuit breaker;
+/// the store logs to `logger`.
+func makeStore(
+    _ spec: StoreSpec, nearCache: RESPStore.NearCache? = nil, logger: Logger = RESPStore.disabledLogger
+) throws(StoreSpecError) -> MadeStore {
     switch spec {
     case .memory:
-        return MemoryStore(cleanupInterval: nil)
+        if nearCache != nil { throw StoreSpecError(message: "--near-cache needs a redis:// store") }
+        return MadeStore(store: MemoryStore(cleanupInterval: nil), resp: nil)
     case .redis(let url):
         do {
-            return FailOpenStore(wrapping: try RESPStore(url: url, poolSize: 2))
+            var configuration = try RESPStore.Configuration(url: url)
+            configuration.poolSize = 2
+            configuration.nearCache = nearCache
+            let resp = RESPStore(configuration: configuration, logger: logger)
+            return MadeStore(store: FailOpenStore(wrapping: resp), resp: resp)
         } catch {
             throw StoreSpecError(message: "\(error)")
         }
     case .redisCluster(let url):
+        if nearCache != nil { throw StoreSpecError(message: "--near-cache needs a redis:// store (not yet a Redis Cluster)") }
         do {
-            return FailOpenStore(wrapping: try RESPClusterStore(url: url, poolSize: 2))
+            var configuration = try RESPClusterStore.Configuration(url: url)
+            configuration.poolSize = 2
+            return MadeStore(store: FailOpenStore(wrapping: RESPClusterStore(configuration: configuration, logger: logger)), resp: nil)
         } catch {
             throw StoreSpecError(message: "\(error)")
         }
     }
+}
+
+/// Reads a byte count: digits with an optional binary suffix `k`, `m` or `g` (`16m` is 16 MiB; `kb`, `mb`, `gb`
+/// too, in any case).
+func parseByteCount(_ text: String) throws(StoreSpecError) -> Int {
+    let lowered = text.lowercased()
+    var digits = Substring(lowered)
+    if digits.hasSuffix("b") && digits.count > 1 && !(digits.dropLast().last?.isNumber ?? true) { digits = digits.dropLast() }
+    var shift = 0
+    switch digits.last {
+    case "k": shift = 10
+    case "m": shift = 20
+    case "g": shift = 30
+    default: break
+    }
+    if shift > 0 { digits = digits.dropLast() }
+    guard let value = Int(digits), value > 0, value <= Int.max >> shift else {
+        throw StoreSpecError(message: "not a byte count: '\(text)' (use e.g. 1048576, 512k or 16m)")
+    }
+    return value << shift
 }

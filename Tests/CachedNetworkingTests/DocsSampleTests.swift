@@ -7,6 +7,8 @@ import Foundation
 import FoundationNetworking
 #endif
 import HTTPTypes
+import Logging
+import NIOCore
 import Testing
 
 private enum QuickStart {
@@ -45,6 +47,13 @@ private enum QuickStart {
         configuration.poolSize = 4                       // connections (threads) per master
         configuration.retryTimeout = .seconds(2)         // how long a call retries through resharding and failover
         return RESPClusterStore(configuration: configuration)
+    }
+
+    static func makeNearCachedStore(url: String, logger: Logger) throws -> RESPStore {
+        var configuration = try RESPStore.Configuration(url: url)
+        configuration.nearCache = RESPStore.NearCache(maxBytes: 32 << 20, maxAge: .seconds(30))
+        // Or: RESPStore.NearCache(maxBytes: 32 << 20, mode: .broadcast(prefixes: ["catalog:"]))
+        return RESPStore(configuration: configuration, logger: logger)
     }
 
     static func configureOverrides() -> CachedNetworking.Configuration {
@@ -161,6 +170,24 @@ struct DocsSampleTests {
         #expect(configured.configuration.retryTimeout == .seconds(2))
         await clustered.shutdown()
         await configured.shutdown()
+    }
+
+    @Test("the near-cache sample keeps what it reads, against a live redis-server")
+    func nearCacheSample() async throws {
+        let server = try await offThread { try ServerProcess.start(.redis) }
+        let store = try QuickStart.makeNearCachedStore(
+            url: "redis://127.0.0.1:\(server.port)", logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        #expect(store.configuration.nearCache?.maxBytes == 32 << 20)
+        #expect(store.configuration.nearCache?.maxAge == .seconds(30))
+        #expect(store.configuration.nearCache?.mode == .default)
+        try await store.set("catalog:sample", to: ByteBuffer(string: "v"), ttl: .seconds(60))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while store.nearCacheStatistics?.hits == 0, ContinuousClock.now < deadline {
+            #expect(try await store.get("catalog:sample") == ByteBuffer(string: "v"))
+        }
+        #expect(store.nearCacheStatistics?.hits ?? 0 > 0)
+        await store.shutdown()
+        _ = try await offThread { server.stop() }
     }
 
     @Test("the override sample matches what it says")

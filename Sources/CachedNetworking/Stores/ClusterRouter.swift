@@ -59,6 +59,15 @@ final class ClusterRouter: Sendable {
     static let maximumRetryDelay: UInt64 = 200_000_000
 
     private static let askingBytes = RESPCommand("ASKING", argumentCount: 0).bytes
+
+    /// The reply to a command sent after `ASKING` on one connection: `ASKING`'s error if it failed, else the
+    /// command's own reply.
+    static func commandReply(afterAsking result: Result<RESPReply, CacheStoreError>) -> Result<RESPReply, CacheStoreError> {
+        guard case .success(.array(let replies)) = result, replies.count == 2 else { return result }
+        if case .error = replies[0] { return .success(replies[0]) }
+        return .success(replies[1])
+    }
+
     private static let clusterSlotsBytes: [UInt8] = {
         var command = RESPCommand("CLUSTER", argumentCount: 1)
         command.append("SLOTS")
@@ -91,7 +100,7 @@ final class ClusterRouter: Sendable {
                 redirect = nil
                 let result =
                     asking
-                    ? await pool.submit(Self.askingBytes + command.bytes, replyCount: 2)
+                    ? Self.commandReply(afterAsking: await pool.submit(Self.askingBytes + command.bytes, replies: 2))
                     : await pool.submit(command.bytes)
                 switch result {
                 case .success(.error(let text)):

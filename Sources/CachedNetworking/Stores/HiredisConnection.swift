@@ -61,9 +61,10 @@ struct RESPCommand {
     }
 }
 
-/// One blocking hiredis connection. Used by one thread at a time (its pool thread).
+/// One blocking hiredis connection. Used by one thread at a time (its pool thread, or an invalidation
+/// subscriber's thread).
 final class HiredisConnection {
-    private let context: UnsafeMutablePointer<redisContext>
+    let context: UnsafeMutablePointer<redisContext>
     private let commandTimeout: Duration
     private var closed = false
 
@@ -158,22 +159,27 @@ final class HiredisConnection {
             }
         }
         for (position, request) in batch.enumerated() {
-            var answer: RESPReply?
-            for _ in 0..<max(1, request.replyCount) {
+            if request.replies == 1 {
                 switch readReply() {
-                case .success(let reply):
-                    if case .error = answer {} else { answer = reply }
-                case .failure(let error):
-                    return BatchFailure(firstFailed: position, error: error)
+                case .success(let reply): request.completion.resume(returning: .success(reply))
+                case .failure(let error): return BatchFailure(firstFailed: position, error: error)
+                }
+                continue
+            }
+            var replies: [RESPReply] = []
+            for _ in 0..<request.replies {
+                switch readReply() {
+                case .success(let reply): replies.append(reply)
+                case .failure(let error): return BatchFailure(firstFailed: position, error: error)
                 }
             }
-            request.completion.resume(returning: .success(answer ?? .null))
+            request.completion.resume(returning: .success(.array(replies)))
         }
         return nil
     }
 
     /// Sends one command and reads its reply.
-    private func roundTrip(_ command: RESPCommand) -> Result<RESPReply, CacheStoreError> {
+    func roundTrip(_ command: RESPCommand) -> Result<RESPReply, CacheStoreError> {
         let status = command.bytes.withUnsafeBytes { bytes in
             redisAppendFormattedCommand(context, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count)
         }
@@ -184,7 +190,7 @@ final class HiredisConnection {
     }
 
     /// Flushes pending commands and reads the next reply (blocking, within the socket timeouts).
-    private func readReply() -> Result<RESPReply, CacheStoreError> {
+    func readReply() -> Result<RESPReply, CacheStoreError> {
         var raw: UnsafeMutableRawPointer?
         let status = redisGetReply(context, &raw)
         let savedErrno = errno
@@ -194,7 +200,7 @@ final class HiredisConnection {
     }
 
     /// The context's error as a ``CacheStoreError``.
-    private func contextError(errno savedErrno: Int32) -> CacheStoreError {
+    func contextError(errno savedErrno: Int32) -> CacheStoreError {
         switch context.pointee.err {
         case REDIS_ERR_IO where savedErrno == EAGAIN || savedErrno == EWOULDBLOCK:
             return CacheStoreError(.timeout, "no reply within \(commandTimeout)")
@@ -208,7 +214,7 @@ final class HiredisConnection {
     }
 
     /// Converts a hiredis reply (recursively).
-    private static func copy(_ reply: UnsafePointer<redisReply>) -> Result<RESPReply, CacheStoreError> {
+    static func copy(_ reply: UnsafePointer<redisReply>) -> Result<RESPReply, CacheStoreError> {
         let r = reply.pointee
         switch r.type {
         case REDIS_REPLY_STRING:
@@ -243,7 +249,7 @@ final class HiredisConnection {
         String(decoding: UnsafeRawBufferPointer(start: r.str, count: r.len), as: UTF8.self)
     }
 
-    private var errorText: String {
+    var errorText: String {
         withUnsafeBytes(of: context.pointee.errstr) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
     }
 }

@@ -31,10 +31,10 @@ final class RESPConnectionPool: @unchecked Sendable {
     typealias Completion = CheckedContinuation<Result<RESPReply, CacheStoreError>, Never>
 
     struct Request {
+        /// One command, or several sent back to back (`replies` of them).
         let command: [UInt8]
-        /// How many replies `command` produces (it may be several commands sent as one, such as `ASKING` and
-        /// the command it applies to); the caller gets the first error among them, else the last.
-        var replyCount = 1
+        /// How many replies `command` gets; more than one are delivered together as an array.
+        var replies = 1
         let enqueuedAt: UInt64
         let completion: Completion
     }
@@ -61,6 +61,8 @@ final class RESPConnectionPool: @unchecked Sendable {
 
     private let configuration: RESPStore.Configuration
     private let logger: Logger
+    /// Per-connection setup (the near cache's `CLIENT TRACKING`); nil for none.
+    private let hook: (any RESPConnectionHook)?
     private let lock: ConditionLock
     // Guarded by `lock`:
     private var slots: [Slot]
@@ -73,9 +75,10 @@ final class RESPConnectionPool: @unchecked Sendable {
     /// Most bytes of commands written in one batch (at least one command is always sent).
     private static let batchByteLimit = 1 << 20
 
-    init(configuration: RESPStore.Configuration, logger: Logger) {
+    init(configuration: RESPStore.Configuration, logger: Logger, hook: (any RESPConnectionHook)? = nil) {
         self.configuration = configuration
         self.logger = logger
+        self.hook = hook
         let size = max(1, configuration.poolSize)
         self.lock = ConditionLock(conditions: size)
         self.slots = Array(repeating: Slot(), count: size)
@@ -92,9 +95,9 @@ final class RESPConnectionPool: @unchecked Sendable {
 
     // MARK: calls
 
-    /// Sends `command` (a complete RESP request, or `replyCount` of them written back to back on one connection)
-    /// and waits for its reply: the last one, or the first error reply among them.
-    func submit(_ command: [UInt8], replyCount: Int = 1) async -> Result<RESPReply, CacheStoreError> {
+    /// Sends `command` (a complete RESP request, or `replies` of them back to back, which go out together on one
+    /// connection) and waits for its reply; several replies come as one ``RESPReply/array(_:)``.
+    func submit(_ command: [UInt8], replies: Int = 1) async -> Result<RESPReply, CacheStoreError> {
         await withCheckedContinuation { (completion: Completion) in
             let now = monotonicNanoseconds()
             let refusal: CacheStoreError? = lock.withLock {
@@ -103,7 +106,7 @@ final class RESPConnectionPool: @unchecked Sendable {
                     return CacheStoreError(.unreachable, "no connection to the server: \(lastConnectError.message)")
                 }
                 slots[index].queue.append(
-                    Request(command: command, replyCount: replyCount, enqueuedAt: now, completion: completion))
+                    Request(command: command, replies: max(1, replies), enqueuedAt: now, completion: completion))
                 lock.signal(index)
                 return nil
             }
@@ -182,15 +185,49 @@ final class RESPConnectionPool: @unchecked Sendable {
 
         let queueDeadline = UInt64(clamping: (configuration.connectTimeout + configuration.commandTimeout).storeNanoseconds)
         var connection: HiredisConnection?
+        // The hook's generation this connection was last set up for (nil: not yet).
+        var setUpFor: UInt64?
+        /// Discards the connection after `error`, failing `failed`. Called and returns with the lock held.
+        func discard(_ live: HiredisConnection, _ error: CacheStoreError, failing failed: ArraySlice<Request>) {
+            // The connection is unusable (or out of step with its replies). The next command reconnects at once;
+            // only failed attempts back off.
+            slots[index].socket = -1
+            slots[index].state = .disconnected(retryAt: 0)
+            let reported = shuttingDown ? CacheStoreError(.closed, "the store was shut down") : error
+            lock.unlock()
+            logger.debug("discarding a connection", metadata: ["error": "\(error)"])
+            connection = nil
+            live.close()
+            if setUpFor != nil { hook?.connectionClosed() }
+            for request in failed { request.completion.resume(returning: .failure(reported)) }
+            lock.lock()
+        }
+
         lock.lock()
         while !shuttingDown {
             if slots[index].queue.isEmpty {
-                lock.wait(index)
+                // A connection the hook set up is checked with PING when idle, so that one the server closed is
+                // noticed (and the hook told) within the hook's interval rather than at the next call.
+                guard let live = connection, setUpFor != nil, let interval = hook?.idleCheckInterval else {
+                    lock.wait(index)
+                    continue
+                }
+                if lock.wait(index, nanoseconds: UInt64(clamping: interval.storeNanoseconds)),
+                    slots[index].queue.isEmpty, !shuttingDown
+                {
+                    slots[index].busy = true
+                    lock.unlock()
+                    let reply = live.roundTrip(RESPCommand("PING", argumentCount: 0))
+                    lock.lock()
+                    slots[index].busy = false
+                    if case .failure(let error) = reply { discard(live, error, failing: []) }
+                }
                 continue
             }
             guard let live = connection else {
                 lock.unlock()
                 connection = connect(slot: index)
+                setUpFor = nil
                 lock.lock()
                 continue
             }
@@ -214,22 +251,18 @@ final class RESPConnectionPool: @unchecked Sendable {
             lock.unlock()
             let lateError = CacheStoreError(.timeout, "waited more than \(configuration.connectTimeout + configuration.commandTimeout) for a connection")
             for request in late { request.completion.resume(returning: .failure(lateError)) }
-            let failure = live.send(batch)
+            var failure: HiredisConnection.BatchFailure?
+            // Checked after taking the batch, so that every call in it was made before the check.
+            if let hook, setUpFor != hook.setupGeneration {
+                switch hook.setUp(live) {
+                case .success(let generation): setUpFor = generation
+                case .failure(let error): failure = HiredisConnection.BatchFailure(firstFailed: 0, error: error)
+                }
+            }
+            if failure == nil { failure = live.send(batch) }
             lock.lock()
             slots[index].busy = false
-            if let failure {
-                // The connection is unusable (or out of step with its replies): discard it. The next command
-                // reconnects at once; only failed attempts back off.
-                slots[index].socket = -1
-                slots[index].state = .disconnected(retryAt: 0)
-                let error = shuttingDown ? CacheStoreError(.closed, "the store was shut down") : failure.error
-                lock.unlock()
-                logger.debug("discarding a connection", metadata: ["error": "\(failure.error)"])
-                connection = nil
-                live.close()
-                for request in batch[failure.firstFailed...] { request.completion.resume(returning: .failure(error)) }
-                lock.lock()
-            }
+            if let failure { discard(live, failure.error, failing: batch[failure.firstFailed...]) }
         }
         slots[index].socket = -1
         let leftovers = slots[index].queue.removeAll()
@@ -368,6 +401,17 @@ final class ConditionLock: @unchecked Sendable {
 
     /// Waits on condition `index`; the mutex must be held.
     func wait(_ index: Int) { pthread_cond_wait(conditions + index, mutex) }
+
+    /// Waits on condition `index` for at most `nanoseconds`; the mutex must be held.
+    /// - Returns: true when the time ran out (rather than a signal, or a spurious wake-up).
+    func wait(_ index: Int, nanoseconds: UInt64) -> Bool {
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        let total = UInt64(deadline.tv_nsec) + nanoseconds
+        deadline.tv_sec += Int(total / 1_000_000_000)
+        deadline.tv_nsec = Int(total % 1_000_000_000)
+        return pthread_cond_timedwait(conditions + index, mutex, &deadline) == ETIMEDOUT
+    }
     func signal(_ index: Int) { pthread_cond_signal(conditions + index) }
     func broadcastAll() {
         for i in 0..<conditionCount { pthread_cond_broadcast(conditions + i) }

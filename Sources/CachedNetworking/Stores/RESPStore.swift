@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import NIOCore
 
@@ -37,20 +38,50 @@ import NIOCore
 ///   reply of the wrong type becomes ``CacheStoreError/Kind/protocolViolation``.
 /// - Task cancellation does not abort a call: every call ends within the timeouts.
 ///
+/// ## Near cache
+///
+/// With ``Configuration/nearCache`` set, values the store reads are also kept in this process's memory (bounded
+/// in bytes, evicted with SIEVE) and answered from there, without a round trip, until the server says they
+/// changed: the store uses Redis's server-assisted client-side caching (`CLIENT TRACKING` with `REDIRECT` to a
+/// connection subscribed to `__redis__:invalidate`). See ``NearCache`` for how it stays coherent and what it
+/// costs, and ``nearCacheStatistics`` for its counters.
+///
 /// TLS (`rediss://`) is not supported.
 public final class RESPStore: CacheStore {
     /// The configuration the store was created with.
     public let configuration: Configuration
     /// The connections (internal for tests).
     let pool: RESPConnectionPool
+    /// The near cache and its invalidation channel, when ``Configuration/nearCache`` is set.
+    let nearCache: NearCacheCore?
+    private let trackingChannel: TrackingChannel?
 
-    /// Creates a store for `configuration`. Connections are opened on first use.
+    /// Creates a store for `configuration`. Connections are opened on first use; with a near cache, the
+    /// invalidation connection at once.
     /// - Parameters:
     ///   - configuration: the server and the pool's settings.
     ///   - logger: where connection events go (connects at debug, failed attempts at warning). Default: nowhere.
-    public init(configuration: Configuration, logger: Logger = RESPStore.disabledLogger) {
+    ///   - metricsFactory: where the near cache's metrics go; nil for the factory bootstrapped in `MetricsSystem`.
+    ///   - metricsDimensions: dimensions added to the near cache's metrics.
+    public init(
+        configuration: Configuration, logger: Logger = RESPStore.disabledLogger,
+        metricsFactory: (any MetricsFactory)? = nil, metricsDimensions: [(String, String)] = []
+    ) {
         self.configuration = configuration
-        self.pool = RESPConnectionPool(configuration: configuration, logger: logger)
+        if let settings = configuration.nearCache {
+            let core = NearCacheCore(
+                settings: settings, logger: logger, metricsFactory: metricsFactory ?? MetricsSystem.factory,
+                metricsDimensions: metricsDimensions)
+            let channel = TrackingChannel(configuration: configuration, core: core)
+            self.nearCache = core
+            self.trackingChannel = channel
+            self.pool = RESPConnectionPool(configuration: configuration, logger: logger, hook: channel)
+            channel.start()
+        } else {
+            self.nearCache = nil
+            self.trackingChannel = nil
+            self.pool = RESPConnectionPool(configuration: configuration, logger: logger)
+        }
     }
 
     /// Creates a store from a `redis://` URL (see ``Configuration/init(url:)``).
@@ -76,6 +107,7 @@ public final class RESPStore: CacheStore {
     }
 
     deinit {
+        trackingChannel?.beginShutdown()
         pool.beginShutdown()
     }
 
@@ -90,18 +122,30 @@ public final class RESPStore: CacheStore {
 
     // MARK: CacheStore
 
-    /// `GET key`.
+    /// `GET key` (answered from the near cache when it holds the key).
     /// - Returns: the value, or nil when the key does not exist.
     /// - Throws: ``CacheStoreError``; ``CacheStoreError/Kind/server`` when the key holds a non-string type.
     public func get(_ key: String) async throws(CacheStoreError) -> ByteBuffer? {
+        if let nearCache { return try await nearCachedGet(key, nearCache) }
+        return try await remoteGet(key)
+    }
+
+    /// `GET key` on the server.
+    func remoteGet(_ key: String) async throws(CacheStoreError) -> ByteBuffer? {
         try StoreCommands.value(ofGet: try await execute(StoreCommands.get(key)))
     }
 
-    /// `MGET key…`: one round trip for all keys.
+    /// `MGET key…`: one round trip for all keys (for those the near cache does not hold).
     /// - Returns: the values in the order of `keys`, nil for missing keys (and, as Redis does, for keys of
     ///   other types). No round trip when `keys` is empty.
     /// - Throws: ``CacheStoreError``.
     public func get(_ keys: [String]) async throws(CacheStoreError) -> [ByteBuffer?] {
+        if let nearCache { return try await nearCachedGet(keys, nearCache) }
+        return try await remoteGet(keys)
+    }
+
+    /// `MGET key…` on the server.
+    func remoteGet(_ keys: [String]) async throws(CacheStoreError) -> [ByteBuffer?] {
         guard !keys.isEmpty else { return [] }
         return try StoreCommands.values(ofMGet: try await execute(StoreCommands.mget(keys)), count: keys.count)
     }
@@ -109,6 +153,8 @@ public final class RESPStore: CacheStore {
     /// `SET key value [PX ttl]`. A TTL is sent in whole milliseconds, rounded up (at least 1 ms).
     /// - Throws: ``CacheStoreError``.
     public func set(_ key: String, to value: ByteBuffer, ttl: Duration?) async throws(CacheStoreError) {
+        nearCache?.invalidate(written: [key])
+        defer { nearCache?.invalidate(written: [key], count: false) }
         try StoreCommands.checkSet(try await execute(StoreCommands.set(key, to: value, ttl: ttl)))
     }
 
@@ -116,7 +162,9 @@ public final class RESPStore: CacheStore {
     /// - Returns: true when the key did not exist and now holds `value`.
     /// - Throws: ``CacheStoreError``.
     public func setIfAbsent(_ key: String, to value: ByteBuffer, ttl: Duration) async throws(CacheStoreError) -> Bool {
-        try StoreCommands.stored(bySetIfAbsent: try await execute(StoreCommands.setIfAbsent(key, to: value, ttl: ttl)))
+        nearCache?.invalidate(written: [key])
+        defer { nearCache?.invalidate(written: [key], count: false) }
+        return try StoreCommands.stored(bySetIfAbsent: try await execute(StoreCommands.setIfAbsent(key, to: value, ttl: ttl)))
     }
 
     /// `DEL key…`.
@@ -125,6 +173,8 @@ public final class RESPStore: CacheStore {
     @discardableResult
     public func remove(_ keys: [String]) async throws(CacheStoreError) -> Int {
         guard !keys.isEmpty else { return 0 }
+        nearCache?.invalidate(written: keys)
+        defer { nearCache?.invalidate(written: keys, count: false) }
         return try StoreCommands.count(removedBy: try await execute(StoreCommands.del(keys)))
     }
 
@@ -132,18 +182,22 @@ public final class RESPStore: CacheStore {
     /// - Returns: the incremented value.
     /// - Throws: ``CacheStoreError/Kind/server`` when the value is not an integer; ``CacheStoreError`` otherwise.
     public func increment(_ key: String) async throws(CacheStoreError) -> Int {
-        try StoreCommands.value(ofIncr: try await execute(StoreCommands.incr(key)))
+        nearCache?.invalidate(written: [key])
+        defer { nearCache?.invalidate(written: [key], count: false) }
+        return try StoreCommands.value(ofIncr: try await execute(StoreCommands.incr(key)))
     }
 
     /// Fails queued and in-flight calls with ``CacheStoreError/Kind/closed``, closes the connections and waits
     /// for the store's threads to exit. Later calls fail with ``CacheStoreError/Kind/closed``.
     public func shutdown() async {
+        nearCache?.close()
+        await trackingChannel?.shutdown()
         await pool.shutdown()
     }
 
     // MARK: private
 
-    private func execute(_ command: RESPCommand) async throws(CacheStoreError) -> RESPReply {
+    func execute(_ command: RESPCommand) async throws(CacheStoreError) -> RESPReply {
         let reply = try await pool.submit(command.bytes).get()
         if case .error(let text) = reply { throw CacheStoreError(.server, text) }
         return reply

@@ -29,6 +29,9 @@ extension RESPStore {
         public var minReconnectDelay: Duration
         /// The longest delay between connection attempts. Default 2 seconds.
         public var maxReconnectDelay: Duration
+        /// A near cache in this process's memory in front of the server, kept coherent by the server's
+        /// invalidation messages (see ``RESPStore/NearCache``); nil for none. Default nil.
+        public var nearCache: RESPStore.NearCache?
 
         /// A configuration for `host:port` with the default pool and timeouts.
         /// - Parameters:
@@ -51,6 +54,7 @@ extension RESPStore {
             self.maxPipelineDepth = 64
             self.minReconnectDelay = .milliseconds(50)
             self.maxReconnectDelay = .seconds(2)
+            self.nearCache = nil
         }
 
         /// A configuration from a URL: `redis://[[user]:password@]host[:port][/db]`.
@@ -180,7 +184,8 @@ extension RESPStore.Configuration: CustomStringConvertible {
         let shownHost = host.contains(":") ? "[\(host)]" : host
         return "redis://\(userInfo)\(shownHost):\(port)/\(database) (pool \(poolSize), connect timeout \(connectTimeout), "
             + "command timeout \(commandTimeout), pipeline depth \(maxPipelineDepth), "
-            + "reconnect delay \(minReconnectDelay)–\(maxReconnectDelay))"
+            + "reconnect delay \(minReconnectDelay)–\(maxReconnectDelay)"
+            + (nearCache.map { ", \($0)" } ?? "") + ")"
     }
 }
 

@@ -54,10 +54,11 @@ final class Harness {
         return values
     }
 
-    /// Runs the part of the sweeper that tells tracking clients about keys expiry and eviction removed.
+    /// Runs the part of the sweeper that tells tracking clients about keys expiry and eviction removed, and
+    /// enforces `tracking-table-max-keys`.
     func sweep() {
         server.keyspace.sweepExpired(now: now)
-        server.sendRemovalInvalidations()
+        server.sendBackgroundInvalidations(tableLimit: server.config.trackingTableMaxKeys)
     }
 
     /// Runs one command and returns every value it wrote: its reply, and any message written to the same

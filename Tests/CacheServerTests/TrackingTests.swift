@@ -366,6 +366,22 @@ struct TrackingTests {
         #expect(list.contains(" redir=0 "), "\(list)")
     }
 
+    @Test("past tracking-table-max-keys the sweeper invalidates keys until the table is within the limit")
+    func tableLimit() {
+        let (h, writer) = Self.tracking()
+        #expect(h.run("CONFIG", "SET", "tracking-table-max-keys", "3") == .ok)
+        _ = h.run("MGET", "a", "b", "c", "d", "e")
+        h.sweep()
+        let invalidated = h.pushes().flatMap { push -> [String] in
+            guard case .push(let parts) = push, parts.count == 2 else { return [] }
+            return parts[1].texts ?? []
+        }
+        #expect(invalidated.count == 2 && Set(invalidated).isSubset(of: ["a", "b", "c", "d", "e"]), "\(invalidated)")
+        #expect((h.run("INFO", "stats").text ?? "").contains("tracking_total_keys:3\r\n"))
+        #expect(h.run("MSET", "a", "1", "b", "1", "c", "1", "d", "1", "e", "1", as: writer) == .ok)
+        #expect(h.pushes().count == 3, "the other three keys are still tracked")
+    }
+
     @Test("CLIENT TRACKING off stops the invalidations and, for the last client, the bookkeeping")
     func off() {
         let (h, writer) = Self.tracking()

@@ -268,7 +268,9 @@ final class ExpirySweeper: Sendable {
         var reclaimedSincePurge = 0
         var lastIdleCheck = state.clock.nowMilliseconds()
         while running.load(ordering: .relaxed) {
-            let hz = max(1, min(500, state.config.hz))
+            let config = state.config
+            let hz = max(1, min(500, config.hz))
+            let trackingLimit = config.trackingTableMaxKeys
             let period = 1000 / hz
             let started = state.clock.nowMilliseconds()
             // Sweep until up to date, spending at most a quarter of the period.
@@ -276,7 +278,7 @@ final class ExpirySweeper: Sendable {
                 let result = state.keyspace.sweepExpired(now: state.clock.nowMilliseconds())
                 reclaimedSincePurge += result.reclaimed
                 // Tracking clients hear of the keys that expired (and of any a plain read expired lazily).
-                state.sendRemovalInvalidations()
+                state.sendBackgroundInvalidations(tableLimit: trackingLimit)
                 if !result.exhausted {
                     // Up to date: hand the pages that expiry emptied back to the system.
                     if reclaimedSincePurge >= 4096 {

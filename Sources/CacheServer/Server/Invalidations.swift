@@ -17,6 +17,25 @@ extension ServerState {
         keys += keyspace.removals.drain()
         guard !keys.isEmpty || flushed else { return }
         let list = tracking.invalidations(modified: keys, flushed: flushed, origin: current?.id)
+        send(list, current: current, reply: &reply, replyStart: replyStart)
+    }
+
+    /// Sends the keys expiry and eviction removed outside any command (the sweeper's), and, when the table
+    /// holds more than `tableLimit` keys, invalidates the excess as Redis's `trackingLimitUsedSlots` does.
+    package func sendBackgroundInvalidations(tableLimit: Int) {
+        guard tracking.isActive else { return }
+        var unused = ByteBuffer()
+        sendInvalidations(modified: [], flushed: false, current: nil, reply: &unused, replyStart: 0)
+        let excess = tracking.keysOverLimit(tableLimit)
+        if !excess.isEmpty {
+            send(tracking.invalidations(modified: excess, flushed: false, origin: nil, broadcast: false),
+                 current: nil, reply: &unused, replyStart: 0)
+        }
+    }
+
+    private func send(
+        _ list: [TrackingTable.Invalidation], current: ClientSession?, reply: inout ByteBuffer, replyStart: Int
+    ) {
         guard !list.isEmpty else { return }
         var before = ByteBuffer()
         for invalidation in list {
@@ -64,13 +83,6 @@ extension ServerState {
             reply.writeBuffer(&before)
             reply.writeBuffer(&replyBytes)
         }
-    }
-
-    /// Sends the keys expiry and eviction removed outside any command (the sweeper's).
-    package func sendRemovalInvalidations() {
-        guard tracking.isActive else { return }
-        var unused = ByteBuffer()
-        sendInvalidations(modified: [], flushed: false, current: nil, reply: &unused, replyStart: 0)
     }
 
     /// An invalidation as `session` receives it: a RESP3 push, or in RESP2 a message on

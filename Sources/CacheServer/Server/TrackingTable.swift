@@ -130,7 +130,9 @@ package final class TrackingTable: Sendable {
     /// The invalidations that `modified` keys (changed by client `origin`, or by expiry or eviction when
     /// nil) and a flush cause, in Redis's order: flushes, then each key's default-mode clients, then one
     /// message per BCAST prefix with its keys in byte order. Default-mode entries are forgotten.
-    package func invalidations(modified: [[UInt8]], flushed: Bool, origin: Int?) -> [Invalidation] {
+    package func invalidations(modified: [[UInt8]], flushed: Bool, origin: Int?, broadcast: Bool = true)
+        -> [Invalidation]
+    {
         state.withLock { state in
             var out: [Invalidation] = []
             if flushed {
@@ -141,10 +143,10 @@ package final class TrackingTable: Sendable {
                 state.keys = [:]
                 state.items = 0
             }
-            var broadcast: [[UInt8]: [[UInt8]: Int?]] = [:]
+            var batches: [[UInt8]: [[UInt8]: Int?]] = [:]
             for key in modified {
-                for (prefix, _) in state.prefixes where key.starts(with: prefix) {
-                    broadcast[prefix, default: [:]][key] = .some(origin)
+                for (prefix, _) in state.prefixes where broadcast && key.starts(with: prefix) {
+                    batches[prefix, default: [:]][key] = .some(origin)
                 }
                 guard let ids = state.keys.removeValue(forKey: key) else { continue }
                 state.items -= ids.count
@@ -154,8 +156,8 @@ package final class TrackingTable: Sendable {
                     out.append(Invalidation(session: client.session, redirect: client.options.redirect, keys: [key]))
                 }
             }
-            for prefix in broadcast.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
-                let changed = broadcast[prefix]!
+            for prefix in batches.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+                let changed = batches[prefix]!
                 let sortedKeys = changed.keys.sorted { $0.lexicographicallyPrecedes($1) }
                 for id in (state.prefixes[prefix] ?? []).sorted() {
                     guard let client = state.clients[id] else { continue }
@@ -165,6 +167,15 @@ package final class TrackingTable: Sendable {
                 }
             }
             return out
+        }
+    }
+
+    /// Keys past `limit` in the default mode's table (`tracking-table-max-keys`), to be invalidated as if they
+    /// had been modified, as Redis does to bound the table's memory. Which keys is arbitrary.
+    package func keysOverLimit(_ limit: Int) -> [[UInt8]] {
+        state.withLock { state in
+            guard limit > 0, state.keys.count > limit else { return [] }
+            return Array(state.keys.keys.prefix(state.keys.count - limit))
         }
     }
 

@@ -155,10 +155,11 @@ struct PubSubTrackingLiveTests {
         let server = try ServerProcess.start(kind)
         defer { server.stop() }
         let admin = try server.connect()
-        #expect(try admin.command("CONFIG", "SET", "client-output-buffer-limit", "pubsub 1mb 0 0") == .ok)
         let slow = try RawConnection(port: server.port)
         try slow.send(.respCommand(["SUBSCRIBE", "firehose"]))
         _ = try slow.readReplies(1)
+        // Set after the subscriber has gone quiet: the limit applies to it all the same.
+        #expect(try admin.command("CONFIG", "SET", "client-output-buffer-limit", "pubsub 1mb 0 0") == .ok)
         let payload = String(repeating: "x", count: 256 * 1024)
         var published = 0
         // The kernel's socket buffers take some megabytes first; the limit then applies to what waits in the

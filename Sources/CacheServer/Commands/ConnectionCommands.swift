@@ -293,7 +293,7 @@ package enum ConnectionCommands {
             guard let target = c.server.clients.all.first(where: { $0.remoteAddress == address }) else {
                 return c.error("ERR No such client")
             }
-            kill(target, by: c.session)
+            kill(target, by: c.session, server: c.server)
             return c.ok()
         }
         var id: Int?, address: String?, localAddress: String?, user: String?, skipMe = true, maxAge: Int?
@@ -341,7 +341,7 @@ package enum ConnectionCommands {
             if let type, Self.type(of: s) != (type == "slave" ? "replica" : type) { continue }
             if let maxAge, (c.now - s.createdAt) / 1000 < maxAge { continue }
             if skipMe && s === c.session { continue }
-            kill(s, by: c.session)
+            kill(s, by: c.session, server: c.server)
             killed += 1
         }
         c.integer(killed)
@@ -352,10 +352,13 @@ package enum ConnectionCommands {
         session.isSubscribed ? "pubsub" : "normal"
     }
 
-    static func kill(_ target: ClientSession, by requester: ClientSession) {
+    static func kill(_ target: ClientSession, by requester: ClientSession, server: ServerState) {
         if target === requester {
             requester.closeAfterReply = true
         } else {
+            // Gone for every other client at once, as in Redis, where CLIENT KILL frees the client: the
+            // connection closes on its own event loop a moment later.
+            server.clients.remove(target.id)
             target.close()
         }
     }

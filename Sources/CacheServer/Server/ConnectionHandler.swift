@@ -123,6 +123,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// reply already in the output goes first.
     private func deliver(_ write: (ClientSession, inout ByteBuffer) -> Void) {
         guard !closing, let context, let session else { return }
+        refreshLimits()  // a subscriber may send nothing for a long time
         write(session, &output)
         flush(context: context)
     }
@@ -131,18 +132,23 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         var incoming = unwrapInboundIn(data)
         guard !closing, let session else { return }
         session.noteTraffic(input: incoming.readableBytes)
-        // CONFIG SET applies to connections that are already open, as in Redis; one relaxed load tells.
-        let generation = server.limitsGeneration
-        if generation != limitsGeneration {
-            limitsGeneration = generation
-            (limits, queryBufferLimit, outputLimits) = server.requestLimits
-        }
+        refreshLimits()
         let now = server.clock.nowMilliseconds()
         if var assembly = pending {
             pending = nil
             guard complete(&assembly, from: &incoming, session: session, now: now, context: context) else { return }
         }
         process(&incoming, session: session, now: now, context: context)
+    }
+
+    /// CONFIG SET applies to connections that are already open, as in Redis; one relaxed load tells.
+    @inline(__always)
+    private func refreshLimits() {
+        let generation = server.limitsGeneration
+        if generation != limitsGeneration {
+            limitsGeneration = generation
+            (limits, queryBufferLimit, outputLimits) = server.requestLimits
+        }
     }
 
     package func channelReadComplete(context: ChannelHandlerContext) {

@@ -8,13 +8,13 @@ import Synchronization
 /// shard's lock held, so the list's lock is always taken after a shard's and never before); whoever consumes
 /// the keys calls ``drain()`` outside any shard lock.
 package final class RemovalFeed: Sendable {
-    private let enabled = Atomic<Bool>(false)
+    @usableFromInline let enabled = Atomic<Bool>(false)
     private let pending = Mutex<[[UInt8]]>([])
 
     package init() {}
 
-    /// Whether removals are recorded.
-    @inline(__always)
+    /// Whether removals are recorded (inlinable: the command layer checks it after every write).
+    @inlinable @inline(__always)
     package var isEnabled: Bool { enabled.load(ordering: .relaxed) }
 
     /// Starts or stops recording; stopping drops what was not drained.

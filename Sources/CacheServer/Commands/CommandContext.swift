@@ -15,12 +15,16 @@ package struct CommandContext {
     /// some client tracks, or a tracking client's read.
     package var tracking = false
 
-    package init(arguments: Arguments, session: ClientSession, server: ServerState, now: Int64, reply: ByteBuffer) {
+    package init(
+        arguments: Arguments, session: ClientSession, server: ServerState, now: Int64, reply: ByteBuffer,
+        tracking: Bool = false
+    ) {
         self.arguments = arguments
         self.session = session
         self.server = server
         self.now = now
         self.reply = reply
+        self.tracking = tracking
     }
 
     /// The client's selected database.
@@ -68,6 +72,7 @@ package struct CommandContext {
     }
 
     /// Records that the command modified `key`, for the invalidations sent after it.
+    @inline(never)
     package mutating func noteModified(_ key: UnsafeRawBufferPointer) {
         tracking = true
         session.modifiedKeys.append(Array(key))

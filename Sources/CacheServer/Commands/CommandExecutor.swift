@@ -43,14 +43,12 @@ package enum CommandExecutor {
             tracking = tracking || server.tracking.isActive
         }
         let replyStart = reply.writerIndex
-        var context = CommandContext(arguments: arguments, session: session, server: server, now: now, reply: reply)
-        context.tracking = tracking
+        var context = CommandContext(
+            arguments: arguments, session: session, server: server, now: now, reply: reply, tracking: tracking)
         reply = ByteBuffer()  // hand the buffer over without a copy-on-write
         command.handler(&context)
+        if context.tracking { finishTracking(index, &context, replyStart: replyStart) }
         reply = context.reply
-        if context.tracking {
-            finishTracking(index, arguments, session: session, server: server, reply: &reply, replyStart: replyStart)
-        }
         // As Redis 7.0 does, MONITOR sees a command once it has run (so SELECT shows the new database), and
         // never sees administrative commands (CONFIG, CLIENT LIST/KILL, MONITOR, SHUTDOWN...).
         if server.monitors.isActive, case let spec = server.commands.commands[index], !isAdministrative(spec, arguments) {
@@ -65,6 +63,7 @@ package enum CommandExecutor {
     /// restriction (after Redis's), and, for a tracking client, remembering the keys of a read before it runs
     /// (so that a write on another connection between the read and the remembering cannot go unreported).
     /// Returns false after replying with an error.
+    @inline(never)
     static func admit(
         _ index: Int, _ arguments: Arguments, session: ClientSession, server: ServerState, reply: inout ByteBuffer,
         tracking: inout Bool
@@ -97,18 +96,18 @@ package enum CommandExecutor {
 
     /// Sends the invalidations of a command that modified keys (or ran while evicted keys wait), and does a
     /// tracking client's bookkeeping after its command.
-    static func finishTracking(
-        _ index: Int, _ arguments: Arguments, session: ClientSession, server: ServerState, reply: inout ByteBuffer,
-        replyStart: Int
-    ) {
+    @inline(never)
+    static func finishTracking(_ index: Int, _ context: inout CommandContext, replyStart: Int) {
+        let (session, server) = (context.session, context.server)
         let modified = session.modifiedKeys
         let flushed = session.flushedKeys
         if !modified.isEmpty { session.modifiedKeys.removeAll(keepingCapacity: true) }
         session.flushedKeys = false
-        server.sendInvalidations(modified: modified, flushed: flushed, current: session, reply: &reply, replyStart: replyStart)
+        server.sendInvalidations(
+            modified: modified, flushed: flushed, current: session, reply: &context.reply, replyStart: replyStart)
         guard session.tracking != nil else { return }
         // A read that expired its own key has just been told so: it holds the key (as missing) again.
-        rememberReadKeys(index, arguments, session: session, server: server)
+        rememberReadKeys(index, context.arguments, session: session, server: server)
         // CLIENT CACHING applies to the next command only (CLIENT subcommands keep it, as in Redis).
         if session.cachingGiven && server.commands.commands[index].name != "client" { session.cachingGiven = false }
     }
@@ -116,6 +115,7 @@ package enum CommandExecutor {
     /// Adds the keys of a read-only command to the tracking table for `session`, as Redis's
     /// `trackingRememberKeys`: not in BCAST mode, in OPTIN mode only after CLIENT CACHING YES, in OPTOUT mode
     /// unless after CLIENT CACHING NO.
+    @inline(never)
     static func rememberReadKeys(_ index: Int, _ arguments: Arguments, session: ClientSession, server: ServerState) {
         guard let options = session.tracking, !options.bcast, server.commands.dispatch[index].flags.contains(.readonly)
         else { return }

@@ -44,47 +44,6 @@ package final class ClientSession: @unchecked Sendable {
         set { if newValue { modes.remove(.unauthenticated) } else { modes.insert(.unauthenticated) } }
     }
 
-    // MARK: pub/sub (owned by the event loop; the counts are read by other connections)
-
-    /// Channels and patterns this client is subscribed to.
-    package private(set) var channels = Set<[UInt8]>()
-    package private(set) var patterns = Set<[UInt8]>()
-    private let subscriptionCounts = Atomic<Int>(0)
-
-    /// Records a change of subscriptions (the registry holds the other side).
-    package func updateSubscriptions(_ body: (inout Set<[UInt8]>, inout Set<[UInt8]>) -> Void) {
-        body(&channels, &patterns)
-        subscriptionCounts.store(channels.count << 32 | patterns.count, ordering: .relaxed)
-        if channels.isEmpty && patterns.isEmpty { modes.remove(.subscribed) } else { modes.insert(.subscribed) }
-    }
-
-    /// Channels and patterns subscribed to, readable from any thread (CLIENT LIST's sub= and psub=).
-    package var subscriptionCount: (channels: Int, patterns: Int) {
-        let packed = subscriptionCounts.load(ordering: .relaxed)
-        return (packed >> 32, packed & 0xFFFF_FFFF)
-    }
-
-    /// Whether the client is subscribed to anything (Redis's CLIENT_PUBSUB), from any thread.
-    package var isSubscribed: Bool { subscriptionCounts.load(ordering: .relaxed) != 0 }
-
-    // MARK: client-side caching (owned by the event loop)
-
-    /// The options of CLIENT TRACKING while it is on, else nil.
-    package var tracking: TrackingOptions? {
-        didSet { if tracking == nil { modes.remove(.tracking) } else { modes.insert(.tracking) } }
-    }
-    /// CLIENT CACHING was given for the next command (OPTIN: yes, OPTOUT: no).
-    package var cachingGiven = false
-    /// Keys the running command modified while some client tracks, and whether it flushed a database: the
-    /// executor sends the invalidations once the command is done.
-    package var modifiedKeys: [[UInt8]] = []
-    package var flushedKeys = false
-
-    // MARK: out-of-band messages
-
-    /// Where pub/sub messages and invalidations for this client go. Set once, before the session is
-    /// registered with the server (the connection handler's outlet writes on the connection's event loop).
-    package var outlet: (any SessionOutlet)?
     package var noEvict = false
     package var noTouch = false
     /// Set by QUIT and CLIENT KILL of oneself: the connection closes once the reply is written.
@@ -174,6 +133,50 @@ package final class ClientSession: @unchecked Sendable {
 
     package var inputBytes: Int { bytesIn.load(ordering: .relaxed) }
     package var outputBytes: Int { bytesOut.load(ordering: .relaxed) }
+
+    // The state below is used by few commands: it comes after the fields every command touches.
+
+    // MARK: pub/sub (owned by the event loop; the counts are read by other connections)
+
+    /// Channels and patterns this client is subscribed to.
+    package private(set) var channels = Set<[UInt8]>()
+    package private(set) var patterns = Set<[UInt8]>()
+    private let subscriptionCounts = Atomic<Int>(0)
+
+    /// Records a change of subscriptions (the registry holds the other side).
+    package func updateSubscriptions(_ body: (inout Set<[UInt8]>, inout Set<[UInt8]>) -> Void) {
+        body(&channels, &patterns)
+        subscriptionCounts.store(channels.count << 32 | patterns.count, ordering: .relaxed)
+        if channels.isEmpty && patterns.isEmpty { modes.remove(.subscribed) } else { modes.insert(.subscribed) }
+    }
+
+    /// Channels and patterns subscribed to, readable from any thread (CLIENT LIST's sub= and psub=).
+    package var subscriptionCount: (channels: Int, patterns: Int) {
+        let packed = subscriptionCounts.load(ordering: .relaxed)
+        return (packed >> 32, packed & 0xFFFF_FFFF)
+    }
+
+    /// Whether the client is subscribed to anything (Redis's CLIENT_PUBSUB), from any thread.
+    package var isSubscribed: Bool { subscriptionCounts.load(ordering: .relaxed) != 0 }
+
+    // MARK: client-side caching (owned by the event loop)
+
+    /// The options of CLIENT TRACKING while it is on, else nil.
+    package var tracking: TrackingOptions? {
+        didSet { if tracking == nil { modes.remove(.tracking) } else { modes.insert(.tracking) } }
+    }
+    /// CLIENT CACHING was given for the next command (OPTIN: yes, OPTOUT: no).
+    package var cachingGiven = false
+    /// Keys the running command modified while some client tracks, and whether it flushed a database: the
+    /// executor sends the invalidations once the command is done.
+    package var modifiedKeys: [[UInt8]] = []
+    package var flushedKeys = false
+
+    // MARK: out-of-band messages
+
+    /// Where pub/sub messages and invalidations for this client go. Set once, before the session is
+    /// registered with the server (the connection handler's outlet writes on the connection's event loop).
+    package var outlet: (any SessionOutlet)?
 }
 
 /// Delivers messages that are not replies (pub/sub messages, invalidations) to one client.

@@ -26,8 +26,9 @@ package struct TrackingOptions: Sendable, Equatable {
 /// prefix and command. As in Redis, keys are names only (not per database), and the ids of clients that
 /// turned tracking off are dropped lazily, when their keys next change.
 ///
-/// Nothing here is on the path of a command while no client tracks: ``isActive`` is the keyspace's
-/// ``RemovalFeed`` switch, one relaxed load, and the table's mutex is taken only when it is on.
+/// Nothing here is on the path of a command while no client tracks: ``isActive`` is one relaxed load (of a flag
+/// in this module, so that it inlines into every write handler; the keyspace's ``RemovalFeed`` has its own,
+/// switched with it), and the table's mutex is taken only when it is on.
 package final class TrackingTable: Sendable {
     private struct Client {
         let session: ClientSession
@@ -46,6 +47,7 @@ package final class TrackingTable: Sendable {
     }
 
     private let state = Mutex(State())
+    private let active = Atomic<Bool>(false)
     private let removals: RemovalFeed
 
     package init(removals: RemovalFeed) {
@@ -54,7 +56,13 @@ package final class TrackingTable: Sendable {
 
     /// Whether any client has tracking on.
     @inline(__always)
-    package var isActive: Bool { removals.isEnabled }
+    package var isActive: Bool { active.load(ordering: .relaxed) }
+
+    /// Switches ``isActive`` and the removal feed together (with the state's lock held).
+    private func setActive(_ on: Bool) {
+        active.store(on, ordering: .relaxed)
+        removals.setEnabled(on)
+    }
 
     // MARK: clients
 
@@ -70,7 +78,7 @@ package final class TrackingTable: Sendable {
             }
             state.clients[session.id] = Client(session: session, options: options)
             for prefix in options.prefixes { state.prefixes[prefix, default: []].insert(session.id) }
-            removals.setEnabled(true)
+            setActive(true)
         }
     }
 
@@ -85,7 +93,7 @@ package final class TrackingTable: Sendable {
             if state.clients.isEmpty {
                 state.keys = [:]
                 state.items = 0
-                removals.setEnabled(false)
+                setActive(false)
             }
         }
     }

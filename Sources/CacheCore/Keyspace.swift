@@ -12,12 +12,14 @@ public final class Keyspace: Sendable {
     package let databases: [Database]
     /// The memory limit, the eviction policy and the running total of used bytes.
     package let budget = MemoryBudget()
+    /// Keys removed by expiry and eviction, reported while client-side caching needs them.
+    package let removals = RemovalFeed()
 
     /// A keyspace with `databaseCount` empty databases.
     public init(databases databaseCount: Int) {
         precondition(databaseCount >= 1)
-        let budget = self.budget
-        databases = (0..<databaseCount).map { _ in Database(budget: budget) }
+        let (budget, removals) = (self.budget, self.removals)
+        databases = (0..<databaseCount).map { _ in Database(budget: budget, removals: removals) }
     }
 
     /// Keys evicted to make room, across all databases (INFO's `evicted_keys`).
@@ -138,8 +140,8 @@ public final class Keyspace: Sendable {
 public final class Database: Sendable {
     @usableFromInline package let shards: [Shard]
 
-    package init(budget: MemoryBudget = MemoryBudget()) {
-        shards = (0..<Keyspace.shardCount).map { _ in Shard(budget: budget) }
+    package init(budget: MemoryBudget = MemoryBudget(), removals: RemovalFeed = RemovalFeed()) {
+        shards = (0..<Keyspace.shardCount).map { _ in Shard(budget: budget, removals: removals) }
     }
 
     /// The shard that holds keys with this hash.

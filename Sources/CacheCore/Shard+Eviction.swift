@@ -108,6 +108,7 @@ extension Shard {
             }
         }
         guard let victim else { return false }
+        if removals.isEnabled { removals.record(entry(at: victim).key) }
         remove(at: victim)
         evictedKeys &+= 1
         return true

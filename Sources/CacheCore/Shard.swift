@@ -25,6 +25,8 @@ public final class Shard: @unchecked Sendable {
     package let lock = ShardLock()
     /// The memory limit and total this shard counts towards.
     package let budget: MemoryBudget
+    /// Where keys this shard removes on its own (expired, evicted) are reported, when anyone listens.
+    package let removals: RemovalFeed
 
     @exclusivity(unchecked) @usableFromInline var slots: UnsafeMutablePointer<UInt64>?
     @exclusivity(unchecked) @usableFromInline var capacity: Int = 0
@@ -73,8 +75,9 @@ public final class Shard: @unchecked Sendable {
     package static let maxCapacity = 1 << Int(tagBits)
     static let minCapacity = 16
 
-    package init(budget: MemoryBudget = MemoryBudget()) {
+    package init(budget: MemoryBudget = MemoryBudget(), removals: RemovalFeed = RemovalFeed()) {
         self.budget = budget
+        self.removals = removals
         randomState = UInt64(UInt(bitPattern: ObjectIdentifier(budget).hashValue)) &* 0x9E37_79B9_7F4A_7C15 | 1
         randomState ^= UInt64(UInt(bitPattern: Unmanaged.passUnretained(lock).toOpaque().hashValue))
         if randomState == 0 { randomState = 0x2545_F491_4F6C_DD1D }
@@ -131,11 +134,18 @@ public final class Shard: @unchecked Sendable {
         guard let index = find(key, hash: hash) else { return nil }
         let entry = Self.unpack(slots![index])
         if entry.isExpired(at: now) {
-            remove(at: index)
-            expiredKeys &+= 1
+            removeExpired(at: index)
             return nil
         }
         return index
+    }
+
+    /// Removes the entry in slot `index` because its time is up: counts it in ``expiredKeys`` and reports it
+    /// to ``removals``.
+    @usableFromInline package func removeExpired(at index: Int) {
+        if removals.isEnabled { removals.record(Self.unpack(slots![index]).key) }
+        remove(at: index)
+        expiredKeys &+= 1
     }
 
     /// Adds `entry` for a key that is not in the table. Returns false when the table cannot grow.
@@ -326,8 +336,7 @@ public final class Shard: @unchecked Sendable {
                 visitEntries(hash: hash) { index, entry in
                     guard let expiry = entry.expiry else { return false }
                     if expiry < now {
-                        remove(at: index)
-                        expiredKeys &+= 1
+                        removeExpired(at: index)
                         return true
                     }
                     // A far window being spread into slots: keep keys that really expire in it.

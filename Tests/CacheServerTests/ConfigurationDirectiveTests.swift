@@ -40,7 +40,7 @@ struct ConfigurationDefaultsTests {
             ("maxmemory-policy", "allkeys-sieve"), ("maxmemory-samples", "5"), ("requirepass", ""),
             ("protected-mode", "yes"), ("save", ""), ("appendonly", "no"), ("dbfilename", "cached.snapshot"),
             ("pidfile", ""), ("logfile", ""), ("daemonize", "no"), ("unixsocket", ""), ("unixsocketperm", "0"),
-            ("snapshot-load-corrupt", "fail"),
+            ("snapshot-load-corrupt", "fail"), ("tracking-table-max-keys", "1000000"),
         ])
     func rendersDefault(name: String, value: String) {
         #expect(configGet(ServerConfiguration(), name) == [name, value])

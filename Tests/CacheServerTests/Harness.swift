@@ -2,6 +2,7 @@ import CacheCore
 import CacheServer
 import NIOCore
 import RESP
+import Synchronization
 import Testing
 
 /// Runs commands against a server without a network: one `ServerState` on a `ManualClock`, one client.
@@ -31,8 +32,46 @@ final class Harness {
             id: server.clients.makeID(), remoteAddress: "127.0.0.1:40000", localAddress: "127.0.0.1:6379",
             isLocal: true, now: server.clock.nowMilliseconds(), authenticated: server.config.requirePass.isEmpty,
             channel: nil)
+        session.outlet = CollectingOutlet(session: session)
         server.clients.add(session)
         return session
+    }
+
+    /// The messages that are not replies (pub/sub messages, invalidations) sent to `client` since the last call.
+    func pushes(for client: ClientSession? = nil) -> [RESPValue] {
+        let session = client ?? self.session
+        guard let outlet = session.outlet as? CollectingOutlet else { return [] }
+        var buffer = outlet.take()
+        var values: [RESPValue] = []
+        while buffer.readableBytes > 0 {
+            guard let (value, length) = try? RESPValue.decode(buffer) else {
+                Issue.record("undecodable push \(String(buffer: buffer).debugDescription)")
+                break
+            }
+            values.append(value)
+            buffer.moveReaderIndex(forwardBy: length)
+        }
+        return values
+    }
+
+    /// Runs the part of the sweeper that tells tracking clients about keys expiry and eviction removed, and
+    /// enforces `tracking-table-max-keys`.
+    func sweep() {
+        server.keyspace.sweepExpired(now: now)
+        server.sendBackgroundInvalidations(tableLimit: server.config.trackingTableMaxKeys)
+    }
+
+    /// Runs one command and returns every value it wrote: its reply, and any message written to the same
+    /// connection before or after it (a RESP3 client's own invalidations, its own PUBLISH's message).
+    func runAll(_ arguments: String..., as client: ClientSession? = nil) -> [RESPValue] {
+        var reply = execute(arguments.map { Array($0.utf8) }, as: client)
+        var values: [RESPValue] = []
+        while reply.readableBytes > 0, let (value, length) = try? RESPValue.decode(reply) {
+            values.append(value)
+            reply.moveReaderIndex(forwardBy: length)
+        }
+        #expect(reply.readableBytes == 0, "undecodable bytes left: \(String(buffer: reply).debugDescription)")
+        return values
     }
 
     /// The clock, in milliseconds since the epoch.
@@ -50,6 +89,22 @@ final class Harness {
     /// Runs one command given as byte arguments and returns its decoded reply.
     @discardableResult
     func run(_ arguments: [[UInt8]], as client: ClientSession? = nil) -> RESPValue {
+        let reply = execute(arguments, as: client)
+        do {
+            guard let (value, length) = try RESPValue.decode(reply) else {
+                Issue.record("incomplete reply: \(String(buffer: reply).debugDescription)")
+                return .null
+            }
+            #expect(length == reply.readableBytes, "more than one reply: \(String(buffer: reply).debugDescription)")
+            return value
+        } catch {
+            Issue.record("undecodable reply \(String(buffer: reply).debugDescription): \(error)")
+            return .null
+        }
+    }
+
+    /// Parses and executes one command; returns everything written for it.
+    private func execute(_ arguments: [[UInt8]], as client: ClientSession?) -> ByteBuffer {
         var request = ByteBuffer()
         request.writeRESPCommand(arguments: arguments)
         var reply = ByteBuffer()
@@ -66,16 +121,25 @@ final class Harness {
                 CommandExecutor.execute(parsed, session: session, server: server, now: now, reply: &reply)
             }
         }
-        do {
-            guard let (value, length) = try RESPValue.decode(reply) else {
-                Issue.record("incomplete reply: \(String(buffer: reply).debugDescription)")
-                return .null
-            }
-            #expect(length == reply.readableBytes, "more than one reply: \(String(buffer: reply).debugDescription)")
-            return value
-        } catch {
-            Issue.record("undecodable reply \(String(buffer: reply).debugDescription): \(error)")
-            return .null
+        return reply
+    }
+}
+
+/// An outlet that writes at once into a buffer the test reads (the harness has no event loops).
+final class CollectingOutlet: SessionOutlet {
+    private let session: ClientSession
+    private let buffer = Mutex(ByteBuffer())
+
+    init(session: ClientSession) { self.session = session }
+
+    func send(_ write: @escaping @Sendable (ClientSession, inout ByteBuffer) -> Void) {
+        buffer.withLock { write(session, &$0) }
+    }
+
+    func take() -> ByteBuffer {
+        buffer.withLock { buffer in
+            defer { buffer.clear() }
+            return buffer
         }
     }
 }

@@ -11,13 +11,20 @@ package struct CommandContext {
     package let now: Int64
     /// Where the handler writes its reply.
     package var reply: ByteBuffer
+    /// Set when the command has client-side caching work for the executor to finish: keys it modified while
+    /// some client tracks, or a tracking client's read.
+    package var tracking = false
 
-    package init(arguments: Arguments, session: ClientSession, server: ServerState, now: Int64, reply: ByteBuffer) {
+    package init(
+        arguments: Arguments, session: ClientSession, server: ServerState, now: Int64, reply: ByteBuffer,
+        tracking: Bool = false
+    ) {
         self.arguments = arguments
         self.session = session
         self.server = server
         self.now = now
         self.reply = reply
+        self.tracking = tracking
     }
 
     /// The client's selected database.
@@ -56,6 +63,28 @@ package struct CommandContext {
     }
 
     // MARK: keys
+
+    /// Records that the command modified the key in argument `index` (Redis's `signalModifiedKey`). Costs
+    /// one relaxed load while no client tracks.
+    @inline(__always)
+    package mutating func keyModified(_ index: Int) {
+        if server.tracking.isActive { noteModified(arguments[index]) }
+    }
+
+    /// Records that the command modified `key`, for the invalidations sent after it.
+    @inline(never)
+    package mutating func noteModified(_ key: UnsafeRawBufferPointer) {
+        tracking = true
+        session.modifiedKeys.append(Array(key))
+    }
+
+    /// Records that the command flushed a database or all of them: every tracking client is told that all its
+    /// keys are invalid (Redis's null invalidation), and the table is cleared.
+    package mutating func keysFlushed() {
+        guard server.tracking.isActive else { return }
+        tracking = true
+        session.flushedKeys = true
+    }
 
     /// The hash of argument `index`, used as a key.
     @inline(__always)

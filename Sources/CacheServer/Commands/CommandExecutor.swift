@@ -25,21 +25,29 @@ package enum CommandExecutor {
             reply.writeRESPError(ReplyError.wrongArity(server.commands.commands[index].name))
             return
         }
-        if !session.authenticated && !command.flags.contains(.noauth) {
-            reply.writeRESPError(ReplyError.noAuth)
+        // Unauthenticated, subscribed and tracking clients take the slow path; everyone else pays this check.
+        var tracking = false
+        if session.modes.rawValue != 0
+            && !admit(index, arguments, session: session, server: server, reply: &reply, tracking: &tracking)
+        {
             return
         }
         // As Redis's performEvictions: before a command that may allocate, make room if memory is over the
         // limit, and refuse the command when nothing can be evicted (or the policy is noeviction).
-        if command.flags.contains(.denyoom) && server.keyspace.budget.isOverLimit
-            && !makeRoom(server.commands.commands[index], arguments, session: session, server: server, now: now)
-        {
-            reply.writeRESPError(ReplyError.outOfMemory)
-            return
+        if command.flags.contains(.denyoom) && server.keyspace.budget.isOverLimit {
+            guard makeRoom(server.commands.commands[index], arguments, session: session, server: server, now: now) else {
+                reply.writeRESPError(ReplyError.outOfMemory)
+                return
+            }
+            // Evicted keys are invalidated once the command is done.
+            tracking = tracking || server.tracking.isActive
         }
-        var context = CommandContext(arguments: arguments, session: session, server: server, now: now, reply: reply)
+        let replyStart = reply.writerIndex
+        var context = CommandContext(
+            arguments: arguments, session: session, server: server, now: now, reply: reply, tracking: tracking)
         reply = ByteBuffer()  // hand the buffer over without a copy-on-write
         command.handler(&context)
+        if context.tracking { finishTracking(index, &context, replyStart: replyStart) }
         reply = context.reply
         // As Redis 7.0 does, MONITOR sees a command once it has run (so SELECT shows the new database), and
         // never sees administrative commands (CONFIG, CLIENT LIST/KILL, MONITOR, SHUTDOWN...).
@@ -49,6 +57,75 @@ package enum CommandExecutor {
             // A monitor sees its own commands after their replies, unless it is closing (QUIT).
             if session.isMonitor && !session.closeAfterReply { reply.writeImmutableBuffer(line) }
         }
+    }
+
+    /// The checks for clients with ``ClientSession/modes``: authentication, the RESP2 subscribed context's
+    /// restriction (after Redis's), and, for a tracking client, remembering the keys of a read before it runs
+    /// (so that a write on another connection between the read and the remembering cannot go unreported).
+    /// Returns false after replying with an error.
+    @inline(never)
+    static func admit(
+        _ index: Int, _ arguments: Arguments, session: ClientSession, server: ServerState, reply: inout ByteBuffer,
+        tracking: inout Bool
+    ) -> Bool {
+        let flags = server.commands.dispatch[index].flags
+        if !session.authenticated && !flags.contains(.noauth) {
+            reply.writeRESPError(ReplyError.noAuth)
+            return false
+        }
+        if session.modes.contains(.subscribed) && session.protocolVersion == .resp2 && !flags.contains(.subscribedContext) {
+            let spec = server.commands.commands[index]
+            var name = spec.name
+            if !spec.subcommands.isEmpty {
+                // An unknown subcommand, or one with the wrong arity, is its container's error, as in Redis.
+                guard arguments.count > 1,
+                    let sub = spec.subcommands.first(where: { CommandTable.equalsLowercased(arguments[1], $0.name) }),
+                    sub.acceptsArgumentCount(arguments.count)
+                else { return true }
+                name += "|" + sub.name
+            }
+            reply.writeRESPError(ReplyError.subscribedContext(name))
+            return false
+        }
+        if session.tracking != nil {
+            tracking = true
+            rememberReadKeys(index, arguments, session: session, server: server)
+        }
+        return true
+    }
+
+    /// Sends the invalidations of a command that modified keys (or ran while evicted keys wait), and does a
+    /// tracking client's bookkeeping after its command.
+    @inline(never)
+    static func finishTracking(_ index: Int, _ context: inout CommandContext, replyStart: Int) {
+        let (session, server) = (context.session, context.server)
+        let modified = session.modifiedKeys
+        let flushed = session.flushedKeys
+        if !modified.isEmpty { session.modifiedKeys.removeAll(keepingCapacity: true) }
+        session.flushedKeys = false
+        server.sendInvalidations(
+            modified: modified, flushed: flushed, current: session, reply: &context.reply, replyStart: replyStart)
+        guard session.tracking != nil else { return }
+        // A read that expired its own key has just been told so: it holds the key (as missing) again.
+        rememberReadKeys(index, context.arguments, session: session, server: server)
+        // CLIENT CACHING applies to the next command only (CLIENT subcommands keep it, as in Redis).
+        if session.cachingGiven && server.commands.commands[index].name != "client" { session.cachingGiven = false }
+    }
+
+    /// Adds the keys of a read-only command to the tracking table for `session`, as Redis's
+    /// `trackingRememberKeys`: not in BCAST mode, in OPTIN mode only after CLIENT CACHING YES, in OPTOUT mode
+    /// unless after CLIENT CACHING NO.
+    @inline(never)
+    static func rememberReadKeys(_ index: Int, _ arguments: Arguments, session: ClientSession, server: ServerState) {
+        guard let options = session.tracking, !options.bcast, server.commands.dispatch[index].flags.contains(.readonly)
+        else { return }
+        if (options.optin && !session.cachingGiven) || (options.optout && session.cachingGiven) { return }
+        let spec = server.commands.commands[index]
+        guard spec.firstKey > 0 && spec.firstKey < arguments.count else { return }
+        let last = spec.lastKey < 0 ? arguments.count + spec.lastKey : min(spec.lastKey, arguments.count - 1)
+        var keys: [[UInt8]] = []
+        for i in stride(from: spec.firstKey, through: last, by: max(1, spec.keyStep)) { keys.append(Array(arguments[i])) }
+        server.tracking.remember(keys, for: session.id)
     }
 
     /// Evicts keys until memory is within the limit, starting with the shard of the command's first key.

@@ -5,12 +5,13 @@ package enum CommandRegistry {
     private typealias D = DatabaseCommands
     private typealias C = ConnectionCommands
     private typealias V = ServerCommands
+    private typealias P = PubSubCommands
 
     private static let readFast: CommandFlags = [.readonly, .fast]
     private static let writeFast: CommandFlags = [.write, .denyoom, .fast]
     private static let connectionFlags: CommandFlags = [.noscript, .loading, .stale, .fast]
 
-    package static let all: [CommandSpec] = strings + keys + databases + connection + server
+    package static let all: [CommandSpec] = strings + keys + databases + connection + server + pubsub
 
     static let strings: [CommandSpec] = [
         CommandSpec("get", arity: 2, flags: readFast, keys: (1, 1, 1), categories: ["read", "string", "fast"],
@@ -143,11 +144,11 @@ package enum CommandRegistry {
     ]
 
     static let connection: [CommandSpec] = [
-        CommandSpec("ping", arity: -1, flags: [.fast], categories: ["fast", "connection"], group: "connection",
+        CommandSpec("ping", arity: -1, flags: [.fast, .subscribedContext], categories: ["fast", "connection"], group: "connection",
                     since: "1.0.0", summary: "Ping the server", handler: C.ping),
         CommandSpec("echo", arity: 2, flags: [.fast], categories: ["fast", "connection"], group: "connection",
                     since: "1.0.0", summary: "Echo the given string", handler: C.echo),
-        CommandSpec("quit", arity: -1, flags: [.allowBusy, .noscript, .loading, .stale, .fast, .noauth],
+        CommandSpec("quit", arity: -1, flags: [.allowBusy, .noscript, .loading, .stale, .fast, .noauth, .subscribedContext],
                     categories: ["fast", "connection"], group: "connection", since: "1.0.0",
                     summary: "Close the connection", handler: C.quit),
         CommandSpec("auth", arity: -2, flags: [.noscript, .loading, .stale, .fast, .noauth, .allowBusy],
@@ -168,8 +169,45 @@ package enum CommandRegistry {
                         ("list", -2, "Get the list of client connections"),
                         ("kill", -3, "Kill the connection of a client"),
                         ("no-evict", 3, "Set client eviction mode for the current connection"),
+                        ("tracking", -3, "Enable or disable server assisted client side caching support"),
+                        ("caching", 3, "Instruct the server about tracking or not keys in the next request"),
+                        ("getredir", 2, "Get tracking notifications redirection client ID if any"),
+                        ("trackinginfo", 2, "Return information about server assisted client side caching for the current connection"),
                         ("help", 2, "Show helpful text about the different subcommands"),
                     ], administrative: ["list", "kill", "no-evict"]), handler: C.client),
+    ]
+
+    private static let subscribeFlags: CommandFlags = [.pubsub, .noscript, .loading, .stale, .subscribedContext]
+
+    static let pubsub: [CommandSpec] = [
+        CommandSpec("subscribe", arity: -2, flags: subscribeFlags, categories: ["pubsub", "slow"], group: "pubsub",
+                    since: "2.0.0", summary: "Listen for messages published to the given channels",
+                    complexity: "O(N) where N is the number of channels to subscribe to.", handler: P.subscribe),
+        CommandSpec("unsubscribe", arity: -1, flags: subscribeFlags, categories: ["pubsub", "slow"], group: "pubsub",
+                    since: "2.0.0", summary: "Stop listening for messages posted to the given channels",
+                    complexity: "O(N) where N is the number of clients already subscribed to a channel.",
+                    handler: P.unsubscribe),
+        CommandSpec("psubscribe", arity: -2, flags: subscribeFlags, categories: ["pubsub", "slow"], group: "pubsub",
+                    since: "2.0.0", summary: "Listen for messages published to channels matching the given patterns",
+                    complexity: "O(N) where N is the number of patterns the client is already subscribed to.",
+                    handler: P.psubscribe),
+        CommandSpec("punsubscribe", arity: -1, flags: subscribeFlags, categories: ["pubsub", "slow"],
+                    group: "pubsub", since: "2.0.0",
+                    summary: "Stop listening for messages posted to channels matching the given patterns",
+                    complexity: "O(N+M) where N is the number of patterns the client is already subscribed and M is the number of total patterns subscribed in the system (by any client).",
+                    handler: P.punsubscribe),
+        CommandSpec("publish", arity: 3, flags: [.pubsub, .loading, .stale, .fast], categories: ["pubsub", "fast"],
+                    group: "pubsub", since: "2.0.0", summary: "Post a message to a channel",
+                    complexity: "O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client).",
+                    handler: P.publish),
+        CommandSpec("pubsub", arity: -2, flags: [], categories: ["slow"], group: "pubsub", since: "2.8.0",
+                    summary: "A container for Pub/Sub commands", complexity: "Depends on subcommand.",
+                    subcommands: subcommands("pubsub", [
+                        ("channels", -2, "List active channels"),
+                        ("numsub", -2, "Get the count of subscribers for channels"),
+                        ("numpat", 2, "Get the count of unique patterns pattern subscriptions"),
+                        ("help", 2, "Show helpful text about the different subcommands"),
+                    ]), handler: P.pubsub),
     ]
 
     static let server: [CommandSpec] = [
@@ -225,7 +263,9 @@ package enum CommandRegistry {
             var flags: CommandFlags = [.loading, .stale]
             if parent != "command" && name != "help" { flags.insert(.noscript) }
             if administrative.contains(name) { flags.insert(.admin) }
-            return CommandSpec(name, arity: arity, flags: flags, categories: ["slow"], group: parent == "config" ? "server" : parent == "client" ? "connection" : "server",
+            if parent == "pubsub" && name != "help" { flags = [.pubsub, .loading, .stale] }
+            let group = parent == "client" ? "connection" : parent == "pubsub" ? "pubsub" : "server"
+            return CommandSpec(name, arity: arity, flags: flags, categories: ["slow"], group: group,
                         since: "2.4.0", summary: summary, handler: { _ in })
         }
     }

@@ -17,6 +17,9 @@ package struct CommandFlags: OptionSet, Sendable {
     package static let fast = CommandFlags(rawValue: 1 << 8)
     package static let noauth = CommandFlags(rawValue: 1 << 9)
     package static let allowBusy = CommandFlags(rawValue: 1 << 10)
+    /// Allowed in RESP2's subscribed context ((P)SUBSCRIBE, (P)UNSUBSCRIBE, PING, QUIT, RESET). Not a Redis
+    /// flag: COMMAND INFO does not list it.
+    package static let subscribedContext = CommandFlags(rawValue: 1 << 16)
 
     static let names: [(CommandFlags, String)] = [
         (.write, "write"), (.readonly, "readonly"), (.denyoom, "denyoom"), (.admin, "admin"),

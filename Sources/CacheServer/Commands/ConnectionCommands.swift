@@ -9,7 +9,16 @@ package enum ConnectionCommands {
 
     static func ping(_ c: inout CommandContext) {
         guard c.arguments.count <= 2 else { return c.wrongArity() }
-        if c.arguments.count == 2 { c.bulk(c.arguments[1]) } else { c.simple("PONG") }
+        if c.version == .resp2 && c.session.modes.contains(.subscribed) {
+            // In RESP2's subscribed context the reply must look like a message: ["pong", argument or ""].
+            c.arrayHeader(2)
+            c.bulk("pong")
+            if c.arguments.count == 2 { c.bulk(c.arguments[1]) } else { c.bulk("") }
+        } else if c.arguments.count == 2 {
+            c.bulk(c.arguments[1])
+        } else {
+            c.simple("PONG")
+        }
     }
 
     static func echo(_ c: inout CommandContext) {
@@ -157,6 +166,14 @@ package enum ConnectionCommands {
             c.ok()
         } else if a.matches(1, "setinfo") && n == 4 {
             c.ok()
+        } else if a.matches(1, "tracking") && n >= 3 {
+            clientTracking(&c)
+        } else if a.matches(1, "caching") && n == 3 {
+            clientCaching(&c)
+        } else if a.matches(1, "getredir") && n == 2 {
+            c.integer(c.session.tracking?.redirect ?? -1)
+        } else if a.matches(1, "trackinginfo") && n == 2 {
+            trackingInfo(&c)
         } else if a.matches(1, "help") && n == 2 {
             help(&c, "CLIENT", [
                 "ID", "    Return the ID of the current connection.",
@@ -171,6 +188,13 @@ package enum ConnectionCommands {
                 "    TYPE <normal|master|replica|pubsub>, USER <username>, SKIPME (YES|NO), MAXAGE <seconds>.",
                 "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
                 "NO-TOUCH (ON|OFF)", "    Do not change the last access time of keys read by this client.",
+                "CACHING (YES|NO)",
+                "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+                "GETREDIR", "    Return the client ID we are redirecting to when tracking is enabled.",
+                "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+                "         [OPTIN] [OPTOUT] [NOLOOP]",
+                "    Control server assisted client side caching.",
+                "TRACKINGINFO", "    Report tracking status for the current connection.",
             ])
         } else {
             subcommandError(&c)
@@ -182,7 +206,11 @@ package enum ConnectionCommands {
         let command = c.commandName
         let sub = c.arguments.string(1).lowercased()
         let known: [String: [String]] = [
-            "client": ["id", "setname", "getname", "info", "list", "kill", "no-evict", "no-touch", "help", "setinfo"],
+            "client": [
+                "id", "setname", "getname", "info", "list", "kill", "no-evict", "no-touch", "help", "setinfo", "tracking",
+                "caching", "getredir", "trackinginfo",
+            ],
+            "pubsub": ["channels", "numsub", "numpat", "help"],
             "config": ["get", "set", "resetstat", "rewrite", "help"],
             "command": ["count", "info", "docs", "list", "getkeys", "help"],
         ]
@@ -208,15 +236,24 @@ package enum ConnectionCommands {
         let cmdIndex = s.lastCommandIndex
         var cmd = cmdIndex >= 0 ? server.commands.commands[cmdIndex].name : "NULL"
         if cmd == "client" || cmd == "config" || cmd == "command" { cmd += "|" + (cmd == "client" ? "list" : "get") }
-        // Redis 7.0's letters, in its order: O monitor, U Unix socket, e no-evict; N when none applies.
+        // Redis 7.0's letters, in its order: O monitor, P subscriber, t tracking, R broken redirect, B BCAST,
+        // U Unix socket, e no-evict; N when none applies.
         var flags = ""
         if s.isMonitor { flags += "O" }
+        let subscriptions = s.subscriptionCount
+        if subscriptions.channels + subscriptions.patterns > 0 { flags += "P" }
+        let tracking = server.tracking.options(of: s.id)
+        if tracking != nil { flags += "t" }
+        if tracking != nil && server.tracking.hasBrokenRedirect(s.id) { flags += "R" }
+        if tracking?.bcast == true { flags += "B" }
         if s.unixSocketPath != nil { flags += "U" }
         if s.noEvict { flags += "e" }
         if flags.isEmpty { flags = "N" }
         return "id=\(s.id) addr=\(s.remoteAddress) laddr=\(s.localAddress) fd=-1 name=\(s.name ?? "") age=\(age) "
-            + "idle=\(idle) flags=\(flags) db=\(s.db) sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 "
-            + "multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=\(cmd) user=default redir=-1 "
+            + "idle=\(idle) flags=\(flags) db=\(s.db) sub=\(subscriptions.channels) psub=\(subscriptions.patterns) ssub=0 "
+            + "multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 "
+            + "multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=\(cmd) user=default "
+            + "redir=\(tracking?.redirect ?? -1) "
             + "resp=\(s.protocolVersion.rawValue)"
     }
 
@@ -229,7 +266,7 @@ package enum ConnectionCommands {
                 guard ["normal", "master", "replica", "slave", "pubsub"].contains(type) else {
                     return c.error("ERR Unknown client type '\(c.arguments.string(j + 1))'")
                 }
-                if type != "normal" { sessions = [] }
+                sessions = sessions.filter { Self.type(of: $0) == (type == "slave" ? "replica" : type) }
                 j += 2
             } else if c.arguments.matches(j, "id") && j + 1 < c.arguments.count {
                 var ids = Set<Int>()
@@ -256,7 +293,7 @@ package enum ConnectionCommands {
             guard let target = c.server.clients.all.first(where: { $0.remoteAddress == address }) else {
                 return c.error("ERR No such client")
             }
-            kill(target, by: c.session)
+            kill(target, by: c.session, server: c.server)
             return c.ok()
         }
         var id: Int?, address: String?, localAddress: String?, user: String?, skipMe = true, maxAge: Int?
@@ -301,19 +338,27 @@ package enum ConnectionCommands {
             if let address, s.remoteAddress != address { continue }
             if let localAddress, s.localAddress != localAddress { continue }
             if let user, user != "default" { continue }
-            if let type, type != "normal" { continue }
+            if let type, Self.type(of: s) != (type == "slave" ? "replica" : type) { continue }
             if let maxAge, (c.now - s.createdAt) / 1000 < maxAge { continue }
             if skipMe && s === c.session { continue }
-            kill(s, by: c.session)
+            kill(s, by: c.session, server: c.server)
             killed += 1
         }
         c.integer(killed)
     }
 
-    static func kill(_ target: ClientSession, by requester: ClientSession) {
+    /// The client's class for CLIENT LIST and KILL's TYPE: pubsub while it is subscribed, else normal.
+    static func type(of session: ClientSession) -> String {
+        session.isSubscribed ? "pubsub" : "normal"
+    }
+
+    static func kill(_ target: ClientSession, by requester: ClientSession, server: ServerState) {
         if target === requester {
             requester.closeAfterReply = true
         } else {
+            // Gone for every other client at once, as in Redis, where CLIENT KILL frees the client: the
+            // connection closes on its own event loop a moment later.
+            server.clients.remove(target.id)
             target.close()
         }
     }

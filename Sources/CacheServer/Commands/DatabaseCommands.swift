@@ -48,6 +48,7 @@ package enum DatabaseCommands {
         guard flushMode(&c) else { return }
         c.database.removeAll()
         EntryMemory.purgeAll()
+        c.keysFlushed()
         c.ok()
     }
 
@@ -55,6 +56,7 @@ package enum DatabaseCommands {
         guard flushMode(&c) else { return }
         for db in c.server.keyspace.databases { db.removeAll() }
         EntryMemory.purgeAll()
+        c.keysFlushed()
         c.ok()
     }
 }

@@ -14,6 +14,7 @@ package enum KeyCommands {
             if let index = shard.lookup(c.arguments[i], hash: hash, now: c.now) {
                 shard.remove(at: index)
                 removed += 1
+                c.keyModified(i)
             }
             shard.lock.unlock()
         }
@@ -104,6 +105,7 @@ package enum KeyCommands {
         } else {
             shard.setExpiry(at: index, to: Int64(when), hash: hash)
         }
+        c.keyModified(1)
         c.integer(1)
     }
 
@@ -133,6 +135,7 @@ package enum KeyCommands {
             shard.entry(at: index).hasExpiry
         else { return c.integer(0) }
         shard.setExpiry(at: index, to: nil, hash: hash)
+        c.keyModified(1)
         c.integer(1)
     }
 
@@ -169,6 +172,8 @@ package enum KeyCommands {
         else { return c.error(ReplyError.outOfMemory) }
         // Setting the target may have moved slots in a shared shard: look the source up again.
         if let index = sourceShard.find(source, hash: sourceHash) { sourceShard.remove(at: index) }
+        c.keyModified(1)
+        c.keyModified(2)
         nx ? c.integer(1) : c.ok()
     }
 
@@ -202,6 +207,7 @@ package enum KeyCommands {
             return c.error(ReplyError.outOfMemory)
         }
         sourceShard.remove(at: sourceIndex)
+        c.keyModified(1)
         c.integer(1)
     }
 
@@ -217,8 +223,7 @@ package enum KeyCommands {
             if let index = shard.randomSlot(using: &generator) {
                 let entry = shard.entry(at: index)
                 if entry.isExpired(at: c.now) {
-                    shard.remove(at: index)
-                    shard.expiredKeys &+= 1
+                    shard.removeExpired(at: index)
                 } else {
                     c.reply.writeRESPBulkString(entry.key)
                     shard.lock.unlock()
@@ -233,8 +238,7 @@ package enum KeyCommands {
             while let index = shard.randomSlot(using: &generator) {
                 let entry = shard.entry(at: index)
                 if entry.isExpired(at: c.now) {
-                    shard.remove(at: index)
-                    shard.expiredKeys &+= 1
+                    shard.removeExpired(at: index)
                     continue
                 }
                 c.reply.writeRESPBulkString(entry.key)

@@ -26,6 +26,12 @@ package enum ReplyError {
     package static let notInt32: StaticString =
         "ERR value is out of range, value must between -2147483648 and 2147483647"
 
+    /// A RESP2 client with subscriptions ran a command other than (P)SUBSCRIBE, (P)UNSUBSCRIBE, PING, QUIT
+    /// or RESET (`name` is the full name, `client|id` for a subcommand).
+    package static func subscribedContext(_ name: String) -> String {
+        "ERR Can't execute '\(name)': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+    }
+
     /// `ERR wrong number of arguments for 'name' command`
     package static func wrongArity(_ name: String) -> String {
         "ERR wrong number of arguments for '\(name)' command"

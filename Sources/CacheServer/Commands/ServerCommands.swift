@@ -136,7 +136,7 @@ package enum ServerCommands {
                 "connected_clients:\(server.clients.count)",
                 "maxclients:\(config.maxClients)",
                 "blocked_clients:0",
-                "tracking_clients:0",
+                "tracking_clients:\(server.tracking.statistics.clients)",
             ]
         case "memory":
             let dataset = server.keyspace.usedBytes
@@ -189,6 +189,8 @@ package enum ServerCommands {
             let base = server.stats.baseline.withLock { $0 }
             let commands = totalCommands(server) - base.commands
             let traffic = totalTraffic(server)
+            let pubsub = server.pubsub.counts
+            let tracking = server.tracking.statistics
             lines = [
                 "# Stats",
                 "total_connections_received:\(server.stats.connectionsReceived.load(ordering: .relaxed))",
@@ -201,8 +203,11 @@ package enum ServerCommands {
                 "evicted_keys:\(server.keyspace.evictedKeys - base.evicted)",
                 "keyspace_hits:\(totals.hits - base.hits)",
                 "keyspace_misses:\(totals.misses - base.misses)",
-                "pubsub_channels:0",
-                "pubsub_patterns:0",
+                "pubsub_channels:\(pubsub.channels)",
+                "pubsub_patterns:\(pubsub.patterns)",
+                "tracking_total_keys:\(tracking.keys)",
+                "tracking_total_items:\(tracking.items)",
+                "tracking_total_prefixes:\(tracking.prefixes)",
             ]
         case "replication":
             lines = ["# Replication", "role:master", "connected_slaves:0", "master_repl_offset:0"]

@@ -205,6 +205,7 @@ package enum StringCommands {
             if !get { c.error(ReplyError.outOfMemory) }
             return
         }
+        c.keyModified(1)
         if !get {
             if okReply != nil { c.integer(1) } else { c.ok() }
         }
@@ -236,6 +237,7 @@ package enum StringCommands {
             shard.hits &+= 1
             c.reply.writeRESPBulkString(shard.entry(at: index).value)
             shard.remove(at: index)
+            c.keyModified(1)
         } else {
             shard.misses &+= 1
             c.null()
@@ -267,8 +269,10 @@ package enum StringCommands {
             } else {
                 shard.setExpiry(at: index, to: expiry, hash: hash)
             }
-        } else if options.persist {
+            c.keyModified(1)
+        } else if options.persist && shard.entry(at: index).hasExpiry {
             shard.setExpiry(at: index, to: nil, hash: hash)
+            c.keyModified(1)
         }
     }
 
@@ -308,6 +312,7 @@ package enum StringCommands {
                 c.error(ReplyError.outOfMemory)
                 return
             }
+            c.keyModified(i)
         }
         if onlyIfNoneExist { c.integer(1) } else { c.ok() }
     }
@@ -330,7 +335,9 @@ package enum StringCommands {
             if old.count > 0 { out.baseAddress!.copyMemory(from: old.baseAddress!, byteCount: old.count) }
             if suffix.count > 0 { (out.baseAddress! + old.count).copyMemory(from: suffix.baseAddress!, byteCount: suffix.count) }
         }
-        if stored { c.integer(total) } else { c.error(ReplyError.outOfMemory) }
+        guard stored else { return c.error(ReplyError.outOfMemory) }
+        c.keyModified(1)
+        c.integer(total)
     }
 
     // MARK: counters
@@ -378,6 +385,8 @@ package enum StringCommands {
             let text = UnsafeRawBufferPointer(rebasing: raw[0..<n])
             return shard.setValue(key, hash: hash, value: text, ttl: .keep, existing: existing)
         }
-        if stored { c.integer(result) } else { c.error(ReplyError.outOfMemory) }
+        guard stored else { return c.error(ReplyError.outOfMemory) }
+        c.keyModified(1)
+        c.integer(result)
     }
 }

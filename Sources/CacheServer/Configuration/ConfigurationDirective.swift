@@ -243,6 +243,7 @@ extension ConfigurationDirective {
         maxMemoryDirective,
         .enumeration("maxmemory-policy", .runtime, \.maxMemoryPolicy),
         .integer("maxmemory-samples", .runtime, \.maxMemorySamples, in: 1...Int(Int32.max)),
+        .integer("tracking-table-max-keys", .runtime, \.trackingTableMaxKeys, in: 0...Int.max),
         requirePassDirective,
         clientOutputBufferLimitDirective,
         renameCommandDirective,

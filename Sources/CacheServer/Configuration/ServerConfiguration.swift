@@ -86,6 +86,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// policies (`maxmemory-samples`).
     public var maxMemorySamples: Int = 5
 
+    /// The most keys the client-side caching table remembers for default-mode tracking clients
+    /// (`tracking-table-max-keys`); past it, keys are invalidated as if modified. 0: no limit.
+    public var trackingTableMaxKeys: Int = 1_000_000
+
     /// Password clients must give with `AUTH`; empty means none (`requirepass`).
     public var requirePass: String = ""
 

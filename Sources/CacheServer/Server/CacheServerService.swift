@@ -296,13 +296,17 @@ final class ExpirySweeper: Sendable {
         var reclaimedSincePurge = 0
         var lastIdleCheck = state.clock.nowMilliseconds()
         while running.load(ordering: .relaxed) {
-            let hz = max(1, min(500, state.config.hz))
+            let config = state.config
+            let hz = max(1, min(500, config.hz))
+            let trackingLimit = config.trackingTableMaxKeys
             let period = 1000 / hz
             let started = state.clock.nowMilliseconds()
             // Sweep until up to date, spending at most a quarter of the period.
             while running.load(ordering: .relaxed) {
                 let result = state.keyspace.sweepExpired(now: state.clock.nowMilliseconds())
                 reclaimedSincePurge += result.reclaimed
+                // Tracking clients hear of the keys that expired (and of any a plain read expired lazily).
+                state.sendBackgroundInvalidations(tableLimit: trackingLimit)
                 if !result.exhausted {
                     // Up to date: hand the pages that expiry emptied back to the system.
                     if reclaimedSincePurge >= 4096 {
@@ -343,7 +347,9 @@ final class ExpirySweeper: Sendable {
     private func closeIdleClients(now: Int64) {
         let timeout = Int64(state.config.timeout)
         guard timeout > 0 else { return }
-        for session in state.clients.all where !session.isMonitor && now - session.lastInteractionTime > timeout * 1000 {
+        // As in Redis, subscribers are never idle: they wait for messages.
+        for session in state.clients.all
+        where !session.isMonitor && !session.isSubscribed && now - session.lastInteractionTime > timeout * 1000 {
             state.logger.info("Closing idle client", metadata: ["client": "\(session.remoteAddress)"])
             session.close()
         }

@@ -16,9 +16,34 @@ package final class ClientSession: @unchecked Sendable {
     /// The path of the Unix socket the client connected through, or nil for TCP.
     package let unixSocketPath: String?
 
-    // Owned by the connection's event loop, which runs one command at a time: no run-time exclusivity checks.
-    @exclusivity(unchecked) package var protocolVersion: RESPVersion = .resp2
-    @exclusivity(unchecked) package var authenticated: Bool
+    // Owned by the connection's event loop.
+    /// The protocol the client speaks (HELLO). Read by other connections too (CLIENT LIST, invalidations),
+    /// hence atomic; a relaxed load is a plain load.
+    package var protocolVersion: RESPVersion {
+        get { RESPVersion(rawValue: protocolStorage.load(ordering: .relaxed)) ?? .resp2 }
+        set { protocolStorage.store(newValue.rawValue, ordering: .relaxed) }
+    }
+    private let protocolStorage = Atomic<UInt8>(RESPVersion.resp2.rawValue)
+
+    /// States that send this client's commands down the executor's slow path. Zero for an authenticated
+    /// client that neither subscribes nor tracks, so the executor pays one check for all of them.
+    package struct Modes: OptionSet, Sendable {
+        package let rawValue: UInt8
+        package init(rawValue: UInt8) { self.rawValue = rawValue }
+        package static let unauthenticated = Modes(rawValue: 1 << 0)
+        /// Subscribed to at least one channel or pattern.
+        package static let subscribed = Modes(rawValue: 1 << 1)
+        /// CLIENT TRACKING is on.
+        package static let tracking = Modes(rawValue: 1 << 2)
+    }
+
+    @exclusivity(unchecked) package private(set) var modes: Modes
+
+    package var authenticated: Bool {
+        get { !modes.contains(.unauthenticated) }
+        set { if newValue { modes.remove(.unauthenticated) } else { modes.insert(.unauthenticated) } }
+    }
+
     @exclusivity(unchecked) package var noEvict = false
     @exclusivity(unchecked) package var noTouch = false
     /// Set by QUIT and CLIENT KILL of oneself: the connection closes once the reply is written.
@@ -57,7 +82,7 @@ package final class ClientSession: @unchecked Sendable {
         self.isLocal = isLocal
         self.unixSocketPath = unixSocketPath
         self.createdAt = now
-        self.authenticated = authenticated
+        self.modes = authenticated ? [] : .unauthenticated
         self.lastInteraction = Atomic(now)
         self.channel = channel
     }
@@ -108,4 +133,55 @@ package final class ClientSession: @unchecked Sendable {
 
     package var inputBytes: Int { bytesIn.load(ordering: .relaxed) }
     package var outputBytes: Int { bytesOut.load(ordering: .relaxed) }
+
+    // The state below is used by few commands: it comes after the fields every command touches.
+
+    // MARK: pub/sub (owned by the event loop; the counts are read by other connections)
+
+    /// Channels and patterns this client is subscribed to.
+    package private(set) var channels = Set<[UInt8]>()
+    package private(set) var patterns = Set<[UInt8]>()
+    private let subscriptionCounts = Atomic<Int>(0)
+
+    /// Records a change of subscriptions (the registry holds the other side).
+    package func updateSubscriptions(_ body: (inout Set<[UInt8]>, inout Set<[UInt8]>) -> Void) {
+        body(&channels, &patterns)
+        subscriptionCounts.store(channels.count << 32 | patterns.count, ordering: .relaxed)
+        if channels.isEmpty && patterns.isEmpty { modes.remove(.subscribed) } else { modes.insert(.subscribed) }
+    }
+
+    /// Channels and patterns subscribed to, readable from any thread (CLIENT LIST's sub= and psub=).
+    package var subscriptionCount: (channels: Int, patterns: Int) {
+        let packed = subscriptionCounts.load(ordering: .relaxed)
+        return (packed >> 32, packed & 0xFFFF_FFFF)
+    }
+
+    /// Whether the client is subscribed to anything (Redis's CLIENT_PUBSUB), from any thread.
+    package var isSubscribed: Bool { subscriptionCounts.load(ordering: .relaxed) != 0 }
+
+    // MARK: client-side caching (owned by the event loop)
+
+    /// The options of CLIENT TRACKING while it is on, else nil.
+    package var tracking: TrackingOptions? {
+        didSet { if tracking == nil { modes.remove(.tracking) } else { modes.insert(.tracking) } }
+    }
+    /// CLIENT CACHING was given for the next command (OPTIN: yes, OPTOUT: no).
+    package var cachingGiven = false
+    /// Keys the running command modified while some client tracks, and whether it flushed a database: the
+    /// executor sends the invalidations once the command is done.
+    package var modifiedKeys: [[UInt8]] = []
+    package var flushedKeys = false
+
+    // MARK: out-of-band messages
+
+    /// Where pub/sub messages and invalidations for this client go. Set once, before the session is
+    /// registered with the server (the connection handler's outlet writes on the connection's event loop).
+    package var outlet: (any SessionOutlet)?
+}
+
+/// Delivers messages that are not replies (pub/sub messages, invalidations) to one client.
+package protocol SessionOutlet: Sendable {
+    /// Runs `write` on the client's event loop with the client's session and its output buffer, and sends
+    /// what it wrote. Calls from one thread arrive in the order they were made.
+    func send(_ write: @escaping @Sendable (ClientSession, inout ByteBuffer) -> Void)
 }

@@ -20,7 +20,9 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     @exclusivity(unchecked) private var closing = false
     @exclusivity(unchecked) private var limits: RESPRequestLimits
     @exclusivity(unchecked) private var queryBufferLimit: Int
-    @exclusivity(unchecked) private var outputLimit: ServerConfiguration.OutputBufferLimit
+    @exclusivity(unchecked) private var outputLimits: ServerConfiguration.OutputBufferLimits
+    /// The context, kept to write messages that are not replies (pub/sub, invalidations) between reads.
+    @exclusivity(unchecked) private var context: ChannelHandlerContext?
     @exclusivity(unchecked) private var limitsGeneration = 0
 
     /// Redis 7.0's reply to a non-local client while protected mode is on and no password is set.
@@ -38,7 +40,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         self.unixSocketPath = unixSocketPath
         self.output = ByteBuffer()
         self.limitsGeneration = server.limitsGeneration
-        (self.limits, self.queryBufferLimit, self.outputLimit) = server.requestLimits
+        (self.limits, self.queryBufferLimit, self.outputLimits) = server.requestLimits
     }
 
     package func channelActive(context: ChannelHandlerContext) {
@@ -58,7 +60,9 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             channel: channel,
             unixSocketPath: unixSocketPath
         )
+        session.outlet = Outlet(reference: NIOLoopBound(HandlerReference(self), eventLoop: context.eventLoop))
         self.session = session
+        self.context = context
         output = context.channel.allocator.buffer(capacity: 4096)
         server.stats.connectionsReceived.wrappingAdd(1, ordering: .relaxed)
         if config.protectedMode && config.requirePass.isEmpty && !isLocal {
@@ -87,29 +91,66 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         if let session {
             server.clients.remove(session.id)
             server.monitors.remove(id: session.id)
+            if session.tracking != nil { server.tracking.disable(session.id) }
+            if session.modes.contains(.subscribed) {
+                server.pubsub.remove(session.id, channels: session.channels, patterns: session.patterns)
+            }
             server.stats.commandsOfClosedClients.wrappingAdd(session.commandsProcessed, ordering: .relaxed)
             server.stats.netInputBytes.wrappingAdd(session.inputBytes, ordering: .relaxed)
             server.stats.netOutputBytes.wrappingAdd(session.outputBytes, ordering: .relaxed)
         }
+        self.context = nil
         context.fireChannelInactive()
+    }
+
+    // MARK: messages that are not replies
+
+    /// Writes on the connection's event loop for other connections and the sweeper.
+    private struct Outlet: SessionOutlet {
+        let reference: NIOLoopBound<HandlerReference>
+
+        func send(_ write: @escaping @Sendable (ClientSession, inout ByteBuffer) -> Void) {
+            let reference = self.reference
+            reference.eventLoop.execute { reference.value.handler?.deliver(write) }
+        }
+    }
+
+    /// The session holds its outlet and the handler holds the session: the outlet's reference is weak.
+    private final class HandlerReference {
+        weak var handler: ConnectionHandler?
+        init(_ handler: ConnectionHandler) { self.handler = handler }
+    }
+
+    /// Appends a pub/sub message or an invalidation to the output and sends it. Runs between reads, so any
+    /// reply already in the output goes first.
+    private func deliver(_ write: (ClientSession, inout ByteBuffer) -> Void) {
+        guard !closing, let context, let session else { return }
+        refreshLimits()  // a subscriber may send nothing for a long time
+        write(session, &output)
+        flush(context: context)
     }
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var incoming = unwrapInboundIn(data)
         guard !closing, let session else { return }
         session.noteTraffic(input: incoming.readableBytes)
-        // CONFIG SET applies to connections that are already open, as in Redis; one relaxed load tells.
-        let generation = server.limitsGeneration
-        if generation != limitsGeneration {
-            limitsGeneration = generation
-            (limits, queryBufferLimit, outputLimit) = server.requestLimits
-        }
+        refreshLimits()
         let now = server.clock.nowMilliseconds()
         if var assembly = pending {
             pending = nil
             guard complete(&assembly, from: &incoming, session: session, now: now, context: context) else { return }
         }
         process(&incoming, session: session, now: now, context: context)
+    }
+
+    /// CONFIG SET applies to connections that are already open, as in Redis; one relaxed load tells.
+    @inline(__always)
+    private func refreshLimits() {
+        let generation = server.limitsGeneration
+        if generation != limitsGeneration {
+            limitsGeneration = generation
+            (limits, queryBufferLimit, outputLimits) = server.requestLimits
+        }
     }
 
     package func channelReadComplete(context: ChannelHandlerContext) {
@@ -309,7 +350,8 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// Checks replies waiting for the client (in the channel and in `output`) against
     /// `client-output-buffer-limit`, and closes the connection when they are over it. Returns false then.
     private func withinOutputLimits(context: ChannelHandlerContext) -> Bool {
-        let limit = outputLimit
+        // Subscribers are held to the pubsub class, as in Redis.
+        let limit = session?.isSubscribed == true ? outputLimits.pubsub : outputLimits.normal
         guard limit.hard > 0 || limit.soft > 0 else { return true }
         let queued = (try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
         let waiting = queued + output.readableBytes

@@ -12,6 +12,10 @@ package final class ServerState: Sendable {
     package let commands: CommandTable
     package let clients = ClientRegistry()
     package let monitors = MonitorRegistry()
+    /// Pub/sub subscriptions (SUBSCRIBE, PSUBSCRIBE, PUBLISH).
+    package let pubsub = PubSubRegistry()
+    /// Client-side caching: CLIENT TRACKING's clients and the keys they may hold.
+    package let tracking: TrackingTable
     package let stats = ServerStats()
     /// Snapshot saves and the startup load.
     package let snapshots: SnapshotCoordinator
@@ -28,11 +32,12 @@ package final class ServerState: Sendable {
     @inline(__always)
     package var limitsGeneration: Int { limitsVersion.load(ordering: .acquiring) }
 
-    private let limitsCache: Mutex<(parser: RESPRequestLimits, queryBuffer: Int, output: ServerConfiguration.OutputBufferLimit)>
+    private let limitsCache: Mutex<(parser: RESPRequestLimits, queryBuffer: Int, output: ServerConfiguration.OutputBufferLimits)>
 
     package init(configuration: ServerConfiguration, clock: any CacheClock = SystemClock(), logger: Logger) {
         let keyspace = Keyspace(databases: configuration.databases)
         self.keyspace = keyspace
+        self.tracking = TrackingTable(removals: keyspace.removals)
         self.clock = clock
         self.commands = CommandTable(CommandRegistry.all.renamed(configuration.renamedCommands))
         self.logger = logger
@@ -71,13 +76,13 @@ package final class ServerState: Sendable {
     }
 
     /// The request parser's limits and the query buffer limit under the current configuration.
-    package var requestLimits: (parser: RESPRequestLimits, queryBuffer: Int, output: ServerConfiguration.OutputBufferLimit) {
+    package var requestLimits: (parser: RESPRequestLimits, queryBuffer: Int, output: ServerConfiguration.OutputBufferLimits) {
         limitsCache.withLock { $0 }
     }
 
-    private static func limits(for config: ServerConfiguration) -> (parser: RESPRequestLimits, queryBuffer: Int, output: ServerConfiguration.OutputBufferLimit) {
+    private static func limits(for config: ServerConfiguration) -> (parser: RESPRequestLimits, queryBuffer: Int, output: ServerConfiguration.OutputBufferLimits) {
         let parser = RESPRequestLimits(maxBulkLength: config.protoMaxBulkLength, maxInlineLength: config.protoInlineMaxSize)
-        return (parser, config.clientQueryBufferLimit, config.clientOutputBufferLimits.normal)
+        return (parser, config.clientQueryBufferLimit, config.clientOutputBufferLimits)
     }
 
     /// Installs what SHUTDOWN calls.

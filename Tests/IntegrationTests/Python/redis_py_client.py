@@ -8,23 +8,7 @@ Runs against an empty server (the test starts one for it); it only touches keys 
 """
 import sys
 
-try:
-    import redis
-except ImportError:
-    print("redis-py is not installed: pip install redis", file=sys.stderr)
-    sys.exit(2)
-
-failures = []
-
-
-def check(what, got, expected):
-    if got != expected:
-        failures.append(f"{what}: got {got!r}, expected {expected!r}")
-
-
-def check_that(what, condition, got):
-    if not condition:
-        failures.append(f"{what}: got {got!r}")
+from checks import check, check_that, failures, redis
 
 
 def version_tuple(text):

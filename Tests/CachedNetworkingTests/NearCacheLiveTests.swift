@@ -16,9 +16,8 @@ struct NearCacheRedisTests {
     }
 }
 
-/// The same scenarios against `cached-server`, skipped (with the reason) while the built cached-server answers
-/// `CLIENT TRACKING on` with an error.
-@Suite("near cache, cached-server", .cachedServerTracks)
+/// The same scenarios against `cached-server`.
+@Suite("near cache, cached-server")
 struct NearCacheCachedServerTests {
     @Test("near-cache scenario", arguments: NearCacheScenario.portable)
     func scenario(_ scenario: NearCacheScenario) async throws {

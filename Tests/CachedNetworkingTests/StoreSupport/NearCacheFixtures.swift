@@ -12,27 +12,6 @@ import Testing
 import Glibc
 #endif
 
-extension Trait where Self == ConditionTrait {
-    /// Runs the suite only if the built `cached-server` answers `CLIENT TRACKING on` with `+OK` (probed once per
-    /// test run, on a server of its own); otherwise its tests are reported as skipped, with this reason. A
-    /// cached-server that cannot be started fails the suite instead.
-    static var cachedServerTracks: Self {
-        .enabled(
-            "cached-server does not support client-side caching yet (CLIENT TRACKING on is an error): these tests run once it does"
-        ) {
-            try await cachedServerTrackingProbe.value
-        }
-    }
-}
-
-/// Whether the built `cached-server` accepts `CLIENT TRACKING on`.
-private let cachedServerTrackingProbe = Task<Bool, any Error> {
-    let server = try await offThread { try ServerProcess.start(.cached) }
-    let reply = try await offThread { try trackingProbe(port: server.port) }
-    _ = try await offThread { server.stop() }
-    return reply.hasPrefix("+")
-}
-
 /// The bound on how long an invalidation may take to reach another store's near cache, for the median of the
 /// measured rounds. Delivery is one message written by the server and one wake-up of the subscriber's thread:
 /// well under a millisecond on an idle machine. The tests run on two loaded cores, where any single round can

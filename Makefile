@@ -18,7 +18,7 @@ APT_PACKAGES = libhiredis-dev libjemalloc-dev redis-server redis-tools pkg-confi
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all build release run test test-cluster deps install install-files uninstall clean bench bench-check \
-        bench-hitratio fuzz fuzz-check fuzz-build test-sanitize
+        bench-hitratio bench-sdk fuzz fuzz-check fuzz-build test-sanitize
 
 all: build
 
@@ -59,12 +59,31 @@ test-cluster: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter 'ClusterTests|ClusterRoutingTests' --no-parallel
 
-# Server benchmark against redis-server (needs redis-server and redis-tools; see docs/performance.md).
-# Extra options go in BENCH_ARGS, e.g. make bench BENCH_ARGS='--rounds 5'.
+# Server benchmark against redis-server (needs redis-server and redis-tools; see docs/performance.md), then the
+# SDK benchmarks. Extra options for the server benchmark go in BENCH_ARGS, e.g. make bench BENCH_ARGS='--rounds 5'.
 BENCH_ARGS ?=
 bench:
 	$(SWIFT) build -c release --product cached-server
 	python3 Benchmarks/server_bench.py --binary $(RELEASE_BIN) $(BENCH_ARGS)
+	$(MAKE) --no-print-directory bench-sdk
+
+# The SDK benchmarks (ordo-one/benchmark, the package in Benchmarks/; docs/performance.md, "SDK benchmarks"):
+# runs them once into the baseline SDK_BASELINE (stored in Benchmarks/.benchmarkBaselines), prints the tool's
+# table from it, then exports its percentiles and prints the targets' table (Benchmarks/sdk_summary.py).
+# SDK_BENCH_ARGS go to the run, e.g. SDK_BENCH_ARGS='--filter "1 .*"'. The benchmarks start cached-server
+# (the release binary built here) and a local HTTP origin on loopback ports, hence --disable-sandbox.
+SDK_BASELINE   ?= sdk
+SDK_BENCH_ARGS ?=
+SDK_EXPORT      = .build/sdk-percentiles
+SDK_PLUGIN      = cd Benchmarks && CACHED_SERVER_BIN=$(abspath $(RELEASE_BIN)) $(SWIFT) package --disable-sandbox --allow-writing-to-package-directory benchmark
+bench-sdk:
+	$(SWIFT) build -c release --product cached-server
+	$(SDK_PLUGIN) baseline update $(SDK_BASELINE) --no-progress $(SDK_BENCH_ARGS)
+	$(SDK_PLUGIN) baseline read $(SDK_BASELINE) --no-progress
+	rm -rf Benchmarks/$(SDK_EXPORT)
+	$(SDK_PLUGIN) baseline read $(SDK_BASELINE) --format histogramPercentiles --path $(SDK_EXPORT) --no-progress \
+	  > /dev/null
+	python3 Benchmarks/sdk_summary.py Benchmarks/$(SDK_EXPORT)
 
 # The same, short: checks that the harness works (under two minutes).
 bench-check:

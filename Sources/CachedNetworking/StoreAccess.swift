@@ -9,6 +9,16 @@ struct StoreAccess: Sendable {
     let timeout: Duration
     let metrics: CacheMetrics
     let logger: Logger
+    /// The store answers without suspending (``ImmediateCacheStore``): its calls skip the timeout race.
+    let isImmediate: Bool
+
+    init(store: any CacheStore, timeout: Duration, metrics: CacheMetrics, logger: Logger) {
+        self.store = store
+        self.timeout = timeout
+        self.metrics = metrics
+        self.logger = logger
+        self.isImmediate = store is any ImmediateCacheStore
+    }
 
     /// The value under `key`; `.failed` when the store failed or timed out.
     func get(_ key: String) async -> StoreRead<ByteBuffer?> {
@@ -42,7 +52,17 @@ struct StoreAccess: Sendable {
         _ key: String,
         _ body: @escaping @Sendable () async throws(CacheStoreError) -> T
     ) async -> StoreRead<T> {
-        switch await withStoreTimeout(timeout, body) {
+        let result: Result<T, CacheStoreError>
+        if isImmediate {
+            do throws(CacheStoreError) {
+                result = .success(try await body())
+            } catch {
+                result = .failure(error)
+            }
+        } else {
+            result = await withStoreTimeout(timeout, body)
+        }
+        switch result {
         case .success(let value):
             return .value(value)
         case .failure(let error):
@@ -72,6 +92,13 @@ enum StoreRead<T: Sendable>: Sendable {
 
     var succeeded: Bool { value != nil }
 }
+
+/// A ``CacheStore`` whose calls finish without suspending or blocking (a mutex and a table lookup), so that no
+/// timeout can fire before they return: ``StoreAccess`` calls it directly, without the two tasks of
+/// ``withStoreTimeout(_:_:)``, which would cost more than the call itself.
+protocol ImmediateCacheStore: CacheStore {}
+
+extension MemoryStore: ImmediateCacheStore {}
 
 /// Runs `body`, giving up after `timeout` with a `.timeout` error even if `body` ignores cancellation (it is
 /// cancelled and left to finish on its own).

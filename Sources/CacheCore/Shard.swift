@@ -25,8 +25,6 @@ public final class Shard: @unchecked Sendable {
     package let lock = ShardLock()
     /// The memory limit and total this shard counts towards.
     package let budget: MemoryBudget
-    /// Where keys this shard removes on its own (expired, evicted) are reported, when anyone listens.
-    package let removals: RemovalFeed
 
     @exclusivity(unchecked) @usableFromInline var slots: UnsafeMutablePointer<UInt64>?
     @exclusivity(unchecked) @usableFromInline var capacity: Int = 0
@@ -61,6 +59,9 @@ public final class Shard: @unchecked Sendable {
     package internal(set) var changes: Int = 0
 
     @exclusivity(unchecked) var expiryIndex = ExpiryIndex()
+    /// Where keys this shard removes on its own (expired, evicted) are reported, when anyone listens. Last,
+    /// so that the fields every lookup reads keep their places.
+    package let removals: RemovalFeed
 
     /// Slots in the table (0 before the first insert).
     package var tableCapacity: Int { capacity }

@@ -11,6 +11,8 @@ package struct CommandContext {
     package let now: Int64
     /// Where the handler writes its reply.
     package var reply: ByteBuffer
+    /// Where this command's reply starts in ``reply`` (replies of earlier commands may precede it).
+    package let replyStart: Int
     /// Set when the command has client-side caching work for the executor to finish: keys it modified while
     /// some client tracks, or a tracking client's read.
     package var tracking = false
@@ -24,6 +26,7 @@ package struct CommandContext {
         self.server = server
         self.now = now
         self.reply = reply
+        self.replyStart = reply.writerIndex
         self.tracking = tracking
     }
 

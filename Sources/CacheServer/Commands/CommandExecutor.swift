@@ -27,10 +27,9 @@ package enum CommandExecutor {
         }
         // Unauthenticated, subscribed and tracking clients take the slow path; everyone else pays this check.
         var tracking = false
-        if session.modes.rawValue != 0
-            && !admit(index, arguments, session: session, server: server, reply: &reply, tracking: &tracking)
-        {
-            return
+        if session.modes.rawValue != 0 {
+            guard let tracks = admit(index, arguments, session: session, server: server, reply: &reply) else { return }
+            tracking = tracks
         }
         // As Redis's performEvictions: before a command that may allocate, make room if memory is over the
         // limit, and refuse the command when nothing can be evicted (or the policy is noeviction).
@@ -42,12 +41,11 @@ package enum CommandExecutor {
             // Evicted keys are invalidated once the command is done.
             tracking = tracking || server.tracking.isActive
         }
-        let replyStart = reply.writerIndex
         var context = CommandContext(
             arguments: arguments, session: session, server: server, now: now, reply: reply, tracking: tracking)
         reply = ByteBuffer()  // hand the buffer over without a copy-on-write
         command.handler(&context)
-        if context.tracking { finishTracking(index, &context, replyStart: replyStart) }
+        if context.tracking { finishTracking(index, &context) }
         reply = context.reply
         // As Redis 7.0 does, MONITOR sees a command once it has run (so SELECT shows the new database), and
         // never sees administrative commands (CONFIG, CLIENT LIST/KILL, MONITOR, SHUTDOWN...).
@@ -62,16 +60,15 @@ package enum CommandExecutor {
     /// The checks for clients with ``ClientSession/modes``: authentication, the RESP2 subscribed context's
     /// restriction (after Redis's), and, for a tracking client, remembering the keys of a read before it runs
     /// (so that a write on another connection between the read and the remembering cannot go unreported).
-    /// Returns false after replying with an error.
+    /// Returns nil after replying with an error, else whether the command has tracking work.
     @inline(never)
     static func admit(
-        _ index: Int, _ arguments: Arguments, session: ClientSession, server: ServerState, reply: inout ByteBuffer,
-        tracking: inout Bool
-    ) -> Bool {
+        _ index: Int, _ arguments: Arguments, session: ClientSession, server: ServerState, reply: inout ByteBuffer
+    ) -> Bool? {
         let flags = server.commands.dispatch[index].flags
         if !session.authenticated && !flags.contains(.noauth) {
             reply.writeRESPError(ReplyError.noAuth)
-            return false
+            return nil
         }
         if session.modes.contains(.subscribed) && session.protocolVersion == .resp2 && !flags.contains(.subscribedContext) {
             let spec = server.commands.commands[index]
@@ -81,30 +78,29 @@ package enum CommandExecutor {
                 guard arguments.count > 1,
                     let sub = spec.subcommands.first(where: { CommandTable.equalsLowercased(arguments[1], $0.name) }),
                     sub.acceptsArgumentCount(arguments.count)
-                else { return true }
+                else { return false }
                 name += "|" + sub.name
             }
             reply.writeRESPError(ReplyError.subscribedContext(name))
-            return false
+            return nil
         }
-        if session.tracking != nil {
-            tracking = true
-            rememberReadKeys(index, arguments, session: session, server: server)
-        }
+        guard session.tracking != nil else { return false }
+        rememberReadKeys(index, arguments, session: session, server: server)
         return true
     }
 
     /// Sends the invalidations of a command that modified keys (or ran while evicted keys wait), and does a
     /// tracking client's bookkeeping after its command.
     @inline(never)
-    static func finishTracking(_ index: Int, _ context: inout CommandContext, replyStart: Int) {
+    static func finishTracking(_ index: Int, _ context: inout CommandContext) {
         let (session, server) = (context.session, context.server)
         let modified = session.modifiedKeys
         let flushed = session.flushedKeys
         if !modified.isEmpty { session.modifiedKeys.removeAll(keepingCapacity: true) }
         session.flushedKeys = false
         server.sendInvalidations(
-            modified: modified, flushed: flushed, current: session, reply: &context.reply, replyStart: replyStart)
+            modified: modified, flushed: flushed, current: session, reply: &context.reply,
+            replyStart: context.replyStart)
         guard session.tracking != nil else { return }
         // A read that expired its own key has just been told so: it holds the key (as missing) again.
         rememberReadKeys(index, context.arguments, session: session, server: server)

@@ -120,12 +120,19 @@ struct NearCacheTableTests {
 
     @Test func theRemoteTTLIsCountedFromWhenTheReadStarted() {
         var table = table()
-        // PTTL said 1500 ms; the read started at 10 s, so the entry expires at 11.499 s (a millisecond is
-        // taken off for the server's truncated clock), whenever the reply came.
+        // PTTL said 1500 ms; the read started at 10 s, so the entry expires at 11.485 s (1% of the TTL is taken
+        // off for the server's truncated and cached clock), whenever the reply came.
         #expect(read(&table, "k", "v", ttl: 1500, now: 10 * Self.second) == .filled)
-        #expect(table.lookup(key("k"), now: 11 * Self.second + 498_999_999) == value("v"))
-        #expect(table.lookup(key("k"), now: 11 * Self.second + 499_000_000) == nil)
+        #expect(table.lookup(key("k"), now: 11 * Self.second + 484_999_999) == value("v"))
+        #expect(table.lookup(key("k"), now: 11 * Self.second + 485_000_000) == nil)
         #expect(table.count == 0)
+        // The margin is at least 1 ms and at most 50 ms.
+        #expect(read(&table, "short", "v", ttl: 50, now: 0) == .filled)
+        #expect(table.lookup(key("short"), now: 48_999_999) == value("v"))
+        #expect(table.lookup(key("short"), now: 49_000_000) == nil)
+        #expect(read(&table, "long", "v", ttl: 600_000, now: 0) == .filled)
+        #expect(table.lookup(key("long"), now: 599_949_999_999) == value("v"))
+        #expect(table.lookup(key("long"), now: 599_950_000_000) == nil)
         // A key that is gone (-2) or about to expire (0 or 1 ms) is not kept.
         #expect(read(&table, "gone", "v", ttl: -2) == .skipped)
         #expect(read(&table, "expiring", "v", ttl: 0) == .skipped)

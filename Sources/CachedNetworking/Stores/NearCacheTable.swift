@@ -93,9 +93,11 @@ struct NearCacheTable {
     /// Offers a reply read under `ticket`: `value` (nil for none) and the key's remaining time to live as
     /// `PTTL` reported it (-1 for none, -2 when the key is gone).
     ///
-    /// The entry expires `PTTL - 1` milliseconds after the ticket was taken: the server measured the TTL later
-    /// than that, and in whole milliseconds of a clock it truncates, which can overstate the time left by up to
-    /// one millisecond.
+    /// The entry expires `PTTL - margin` milliseconds after the ticket was taken: the server measured the TTL
+    /// later than that, but in whole milliseconds of a clock it truncates and, in Redis, caches for the whole
+    /// command (or event-loop iteration), which can overstate the time left by a millisecond, or by several when
+    /// the server's thread was descheduled. The margin is 1% of the TTL, at least 1 ms and at most 50 ms:
+    /// an entry leaves the near cache a little early rather than outlive the key.
     mutating func fill(_ ticket: ReadTicket, key: StoreKey, value: ByteBuffer?, ttlMilliseconds: Int64) -> FillOutcome {
         guard let value, ttlMilliseconds == -1 || ttlMilliseconds > 1, admits(key) else { return .skipped }
         guard ticket.fillable, filling, ticket.sequence >= watermark,
@@ -103,7 +105,8 @@ struct NearCacheTable {
         else { return .refused }
         var expiresAt = Int64.max
         if ttlMilliseconds > 0 {
-            let (ttl, overflow) = (ttlMilliseconds - 1).multipliedReportingOverflow(by: 1_000_000)
+            let margin = max(1, min(ttlMilliseconds / 100, 50))
+            let (ttl, overflow) = (ttlMilliseconds - margin).multipliedReportingOverflow(by: 1_000_000)
             if !overflow { expiresAt = Self.adding(ttl, to: ticket.startedAt) }
         }
         if let maxAge { expiresAt = min(expiresAt, Self.adding(maxAge, to: ticket.startedAt)) }

@@ -53,6 +53,7 @@ public final class CacheServerService: Service, Sendable {
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(.socketOption(.tcp_nodelay), value: unixSocketPath == nil ? 1 : 0)
                 .childChannelOption(.maxMessagesPerRead, value: 16)
+                .childChannelOption(.writeBufferWaterMark, value: ConnectionHandler.writeBufferWaterMark)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         if unixSocketPath == nil {

@@ -29,6 +29,10 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     static let protectedModeMessage =
         "DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."
 
+    /// The channel's write buffer marks (NIO's defaults, set explicitly because the output limit check relies
+    /// on them): the channel turns unwritable above `high` bytes waiting.
+    package static let writeBufferWaterMark = ChannelOptions.Types.WriteBufferWaterMark(low: 32 * 1024, high: 64 * 1024)
+
     /// Replies are handed to the channel once they pass this size, even in the middle of a read burst.
     private static let writeThreshold = 64 * 1024
 
@@ -331,15 +335,22 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         }
     }
 
-    private func write(context: ChannelHandlerContext) {
+    /// Hands the replies in `output` to the channel, flushing them at once when `flush` is set.
+    private func write(context: ChannelHandlerContext, flush: Bool = false) {
         guard output.readableBytes > 0 else { return }
         guard withinOutputLimits(context: context) else { return }
         session?.noteTraffic(output: output.readableBytes)
-        context.write(wrapOutboundOut(output), promise: nil)
+        if flush {
+            // One trip down the pipeline instead of a write and a flush.
+            context.writeAndFlush(wrapOutboundOut(output), promise: nil)
+            unflushed = false
+        } else {
+            context.write(wrapOutboundOut(output), promise: nil)
+            unflushed = true
+        }
         // Keep the storage: once the channel has written it (usually within the flush that follows), the
         // next replies go into the same memory instead of a new allocation.
         output.clear()
-        unflushed = true
     }
 
     // MARK: slow readers
@@ -353,6 +364,16 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         // Subscribers are held to the pubsub class, as in Redis.
         let limit = session?.isSubscribed == true ? outputLimits.pubsub : outputLimits.normal
         guard limit.hard > 0 || limit.soft > 0 else { return true }
+        // While the channel is writable it holds at most the high water mark: when that bound and the
+        // replies in hand are under both limits, there is nothing to ask the channel (the usual case; asking
+        // costs more than running a GET).
+        let bound = Self.writeBufferWaterMark.high + output.readableBytes
+        if (limit.hard == 0 || bound <= limit.hard) && (limit.soft == 0 || bound <= limit.soft)
+            && context.channel.isWritable
+        {
+            softLimitSince = nil
+            return true
+        }
         let queued = (try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0
         let waiting = queued + output.readableBytes
         var over = limit.hard > 0 && waiting > limit.hard
@@ -388,7 +409,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     @exclusivity(unchecked) private var unflushed = false
 
     private func flush(context: ChannelHandlerContext) {
-        write(context: context)
+        write(context: context, flush: true)
         if unflushed {
             unflushed = false
             context.flush()

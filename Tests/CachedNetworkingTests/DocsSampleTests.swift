@@ -1,5 +1,6 @@
 // The code samples of docs/sdk.md and README.md, compiled and run here so that they stay correct.
 import CachedNetworking
+import CachedOriginSupport
 import CachedNetworkingTesting
 import CachedTestSupport
 import Foundation

@@ -1,4 +1,5 @@
 import CachedNetworking
+import CachedOriginSupport
 import CachedNetworkingTesting
 import CoreMetrics
 import Foundation

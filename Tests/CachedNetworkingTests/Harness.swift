@@ -1,6 +1,6 @@
 import CachedNetworking
-import CachedOriginSupport
 import CachedNetworkingTesting
+import CachedOriginSupport
 import CoreMetrics
 import Foundation
 import HTTPTypes

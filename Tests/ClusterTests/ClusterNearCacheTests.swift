@@ -12,6 +12,13 @@ import Testing
 /// channel, hits cost no round trip, and a slot that moves to another master keeps the near cache coherent.
 @Suite("RESPClusterStore's near cache on a Redis Cluster", .redisCluster, .serialized)
 struct ClusterNearCacheTests {
+    @Test("the store contract, with the near cache on", arguments: StoreRequirement.allCases)
+    func contract(_ requirement: StoreRequirement) async throws {
+        try await withClusterStore(configure: {
+            $0.nearCache = RESPStore.NearCache(maxBytes: 1 << 20)
+        }) { try await requirement.check($0) }
+    }
+
     @Test("an overwrite or a removal on any master reaches another store's near cache within 50 ms (median)")
     func overwritesOnEveryMasterReachAnotherStore() async throws {
         let cluster = try RedisClusterTrait.cluster()

@@ -141,9 +141,41 @@ struct ClusterNearCacheTests {
 }
 
 /// A master killed with SIGKILL: its channel is lost (the near cache flushed), the promoted replica gets a
-/// channel of its own, and what is written on it afterwards reaches the near cache.
-@Suite("RESPClusterStore's near cache when a master dies")
+/// channel of its own, and what is written on it afterwards reaches the near cache. A manual failover, where the
+/// old master stays up as a replica and no connection breaks: it invalidates the writes it replicates.
+@Suite("RESPClusterStore's near cache when a master fails over")
 struct ClusterNearCacheFailoverTests {
+    @Test("a manual failover: an overwrite on the new master reaches a near cache that only served hits meanwhile")
+    func manualFailoverKeepsTheNearCacheCoherent() async throws {
+        try await withRedisCluster { cluster in
+            let reader = try makeNearCacheClusterStore(cluster) { $0.retryTimeout = .seconds(30) }
+            let writer = try makeClusterStore(cluster) { $0.retryTimeout = .seconds(30) }
+            try await reader.waitUntilFilling()
+            let (master, replica) = try await offThread { () throws -> (RedisCluster.Node, RedisCluster.Node) in
+                let nodes = try cluster.nodes(seenFrom: cluster.servers[0].port)
+                guard let master = nodes.first(where: { $0.isMaster && $0.slotCount > 0 }),
+                    let replica = nodes.first(where: { $0.masterID == master.id })
+                else { throw TestEnvironmentError("no master with a replica in \(nodes)") }
+                return (master, replica)
+            }
+            let key = key(on: master, UUID().uuidString)
+            try await writer.set(key, to: ByteBuffer(string: "before"), ttl: .seconds(300))
+            #expect(try await reader.readUntilNearHit(key)?.text == "before")
+
+            let failover = try await offThread { try cluster.cli(replica.port, ["cluster", "failover"]) }
+            #expect(failover.standardOutput.hasPrefix("OK"), "\(failover.summary)")
+            try await offThread { try cluster.waitForFailover(of: master.port) }
+            // The writer is redirected (MOVED) to the promoted replica; the reader, which only served hits, has not
+            // talked to the cluster since, so the invalidation can only come from the demoted master replicating.
+            try await writer.set(key, to: ByteBuffer(string: "after the failover"), ttl: .seconds(300))
+            let gone = try await reader.timeUntilGone(ByteBuffer(string: "before"), key: key, since: .now)
+            #expect(gone != nil, "the overwrite on the promoted replica never reached the near cache")
+            #expect(try await reader.get(key)?.text == "after the failover")
+            await reader.shutdown()
+            await writer.shutdown()
+        }
+    }
+
     @Test("after a failover no stale value is served, and overwrites on the new master still invalidate")
     func failoverKeepsTheNearCacheCoherent() async throws {
         try await withRedisCluster { cluster in

@@ -134,7 +134,8 @@ final class ClusterRouter: Sendable {
                 var bytes: [UInt8] = []
                 for command in commands { bytes += asking ? Self.askingBytes + command.bytes : command.bytes }
                 let sent = await pool.submit(bytes, replies: asking ? 2 * commands.count : commands.count)
-                switch Self.commandReplies(sent, commands: commands.count, asking: asking).map({ ($0, Self.routingError(in: $0)) }) {
+                let replies = Self.commandReplies(sent, commands: commands.count, asking: asking)
+                switch replies.map({ ($0, Self.routingError(in: $0)) }) {
                 case .success((_, let text?)):
                     if let redirection = ClusterRedirection(errorText: text) {
                         redirections += 1

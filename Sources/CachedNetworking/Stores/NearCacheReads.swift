@@ -28,7 +28,9 @@ extension NearCacheCore {
         }
         do throws(CacheStoreError) {
             let replies = try await pipeline([StoreCommands.get(key), Self.pttl(key)])
-            guard replies.count == 2 else { throw CacheStoreError(.protocolViolation, "GET and PTTL got \(replies.count) replies") }
+            guard replies.count == 2 else {
+                throw CacheStoreError(.protocolViolation, "GET and PTTL got \(replies.count) replies")
+            }
             let value = try Self.value(of: replies[0], "GET")
             finishRead(ticket, fills: [(storeKey, value, Self.milliseconds(of: replies[1]))])
             return value
@@ -90,7 +92,8 @@ extension NearCacheCore {
         for (key, withTTL) in zip(keys, ttlOf) where withTTL { commands.append(pttl(key)) }
         let replies = try await pipeline(commands)
         guard replies.count == commands.count else {
-            throw CacheStoreError(.protocolViolation, "MGET and PTTL got \(replies.count) replies for \(commands.count) commands")
+            throw CacheStoreError(
+                .protocolViolation, "MGET and PTTL got \(replies.count) replies for \(commands.count) commands")
         }
         if case .error(let text) = replies[0] { throw CacheStoreError(.server, text) }
         let values = try StoreCommands.values(ofMGet: replies[0], count: keys.count)

@@ -14,7 +14,9 @@ extension RESPStore {
     /// invalidation messages (`CLIENT ID`, then `SUBSCRIBE __redis__:invalidate`), and every data connection
     /// sends `CLIENT TRACKING on REDIRECT <that id>` before its first command, so that the server tells the
     /// subscriber about every key this store read (``Mode-swift.struct/default``) or every key under the given
-    /// prefixes (``Mode-swift.struct/broadcast(prefixes:)``) when it changes.
+    /// prefixes (``Mode-swift.struct/broadcast(prefixes:)``) when it changes. A ``RESPClusterStore`` with these
+    /// settings (``RESPClusterStore/Configuration/nearCache``) does the same on every master, and also drops
+    /// everything when its slot map changes (see ``RESPClusterStore``).
     ///
     /// - A read that misses asks for the value and its remaining TTL (`GET`, `PTTL`) in one round trip and keeps
     ///   the value until the key's expiry, ``maxAge`` at most.

@@ -47,6 +47,42 @@ func median(_ durations: [Duration]) -> Duration {
     return sorted.isEmpty ? .zero : sorted[sorted.count / 2]
 }
 
+/// A store with a near cache that reads, and a plain store that writes, on one cluster.
+struct NearCachePair {
+    let reader: RESPClusterStore
+    let writer: RESPClusterStore
+
+    /// Both stores, with `retryTimeout`; waits until the reader's near cache fills.
+    init(_ cluster: RedisCluster, retryTimeout: Duration = .seconds(10)) async throws {
+        reader = try makeNearCacheClusterStore(cluster) { $0.retryTimeout = retryTimeout }
+        writer = try makeClusterStore(cluster) { $0.retryTimeout = retryTimeout }
+        try await reader.waitUntilFilling()
+    }
+
+    /// The writer stores `value` under `key`, and the reader reads it until its near cache holds it.
+    func cache(_ key: String, _ value: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await writer.set(key, to: ByteBuffer(string: value), ttl: .seconds(300))
+        let read = try await reader.readUntilNearHit(key, sourceLocation: sourceLocation)
+        #expect(read?.text == value, sourceLocation: sourceLocation)
+    }
+
+    /// The writer overwrites `key` (held as `old` by the reader's near cache) with `new`; expects the reader to
+    /// stop serving `old` within ``clusterRoundDeadline`` and to read `new`.
+    func expectOverwrite(
+        _ key: String, from old: String, to new: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        try await writer.set(key, to: ByteBuffer(string: new), ttl: .seconds(300))
+        let gone = try await reader.timeUntilGone(ByteBuffer(string: old), key: key, since: .now)
+        #expect(gone != nil, "the overwrite of \(key) never reached the near cache", sourceLocation: sourceLocation)
+        #expect(try await reader.get(key)?.text == new, sourceLocation: sourceLocation)
+    }
+
+    func shutdown() async {
+        await reader.shutdown()
+        await writer.shutdown()
+    }
+}
+
 extension RESPClusterStore {
     /// The near cache's statistics (the store must have one).
     var near: RESPStore.NearCacheStatistics { nearCacheStatistics! }

@@ -90,14 +90,10 @@ struct ClusterNearCacheTests {
     @Test("after the key's slot moves to another master, no stale value is served and overwrites still invalidate")
     func slotMoveKeepsTheNearCacheCoherent() async throws {
         let cluster = try RedisClusterTrait.cluster()
-        let reader = try makeNearCacheClusterStore(cluster)
-        let writer = try makeClusterStore(cluster)
-        try await reader.waitUntilFilling()
-        let tag = "{near-move-\(UUID().uuidString)}"
-        let key = "\(tag):value"
+        let stores = try await NearCachePair(cluster)
+        let key = "{near-move-\(UUID().uuidString)}:value"
         let slot = ClusterSlots.slot(of: key)
-        try await writer.set(key, to: ByteBuffer(string: "before"), ttl: .seconds(300))
-        #expect(try await reader.readUntilNearHit(key)?.text == "before")
+        try await stores.cache(key, "before")
 
         let masters = try await offThread { try cluster.masters() }
         let source = try #require(masters.first { master in master.slots.contains { $0.contains(slot) } })
@@ -117,26 +113,22 @@ struct ClusterNearCacheTests {
         }
         try await moveSlot(from: source, to: target)
         // The writer learns the move through MOVED and writes on the new master.
-        try await writer.set(key, to: ByteBuffer(string: "after the move"), ttl: .seconds(300))
-        #expect(try await reader.get(key)?.text == "after the move")
-        #expect(reader.router.slotMap.master(of: slot)?.port == target.port)
+        try await stores.writer.set(key, to: ByteBuffer(string: "after the move"), ttl: .seconds(300))
+        #expect(try await stores.reader.get(key)?.text == "after the move")
+        #expect(stores.reader.router.slotMap.master(of: slot)?.port == target.port)
 
         // Kept again, from the new master, and invalidated by it.
-        try await reader.waitUntilFilling()
-        #expect(try await reader.readUntilNearHit(key)?.text == "after the move")
-        try await writer.set(key, to: ByteBuffer(string: "overwritten"), ttl: .seconds(300))
-        let gone = try await reader.timeUntilGone(ByteBuffer(string: "after the move"), key: key, since: .now)
-        #expect(gone != nil, "the overwrite on the new master never reached the near cache")
-        #expect(try await reader.get(key)?.text == "overwritten")
+        try await stores.reader.waitUntilFilling()
+        #expect(try await stores.reader.readUntilNearHit(key)?.text == "after the move")
+        try await stores.expectOverwrite(key, from: "after the move", to: "overwritten")
 
         // Moving it back: the same again.
-        #expect(try await reader.readUntilNearHit(key)?.text == "overwritten")
+        #expect(try await stores.reader.readUntilNearHit(key)?.text == "overwritten")
         try await moveSlot(from: target, to: source)
-        try await writer.set(key, to: ByteBuffer(string: "back home"), ttl: .seconds(300))
-        #expect(try await reader.get(key)?.text == "back home")
-        #expect(reader.router.slotMap.master(of: slot)?.port == source.port)
-        await reader.shutdown()
-        await writer.shutdown()
+        try await stores.writer.set(key, to: ByteBuffer(string: "back home"), ttl: .seconds(300))
+        #expect(try await stores.reader.get(key)?.text == "back home")
+        #expect(stores.reader.router.slotMap.master(of: slot)?.port == source.port)
+        await stores.shutdown()
     }
 }
 
@@ -148,9 +140,7 @@ struct ClusterNearCacheFailoverTests {
     @Test("a manual failover: an overwrite on the new master reaches a near cache that only served hits meanwhile")
     func manualFailoverKeepsTheNearCacheCoherent() async throws {
         try await withRedisCluster { cluster in
-            let reader = try makeNearCacheClusterStore(cluster) { $0.retryTimeout = .seconds(30) }
-            let writer = try makeClusterStore(cluster) { $0.retryTimeout = .seconds(30) }
-            try await reader.waitUntilFilling()
+            let stores = try await NearCachePair(cluster, retryTimeout: .seconds(30))
             let (master, replica) = try await offThread { () throws -> (RedisCluster.Node, RedisCluster.Node) in
                 let nodes = try cluster.nodes(seenFrom: cluster.servers[0].port)
                 guard let master = nodes.first(where: { $0.isMaster && $0.slotCount > 0 }),
@@ -159,39 +149,32 @@ struct ClusterNearCacheFailoverTests {
                 return (master, replica)
             }
             let key = key(on: master, UUID().uuidString)
-            try await writer.set(key, to: ByteBuffer(string: "before"), ttl: .seconds(300))
-            #expect(try await reader.readUntilNearHit(key)?.text == "before")
+            try await stores.cache(key, "before")
 
             let failover = try await offThread { try cluster.cli(replica.port, ["cluster", "failover"]) }
             #expect(failover.standardOutput.hasPrefix("OK"), "\(failover.summary)")
             try await offThread { try cluster.waitForFailover(of: master.port) }
             // The writer is redirected (MOVED) to the promoted replica; the reader, which only served hits, has not
             // talked to the cluster since, so the invalidation can only come from the demoted master replicating.
-            try await writer.set(key, to: ByteBuffer(string: "after the failover"), ttl: .seconds(300))
-            let gone = try await reader.timeUntilGone(ByteBuffer(string: "before"), key: key, since: .now)
-            #expect(gone != nil, "the overwrite on the promoted replica never reached the near cache")
-            #expect(try await reader.get(key)?.text == "after the failover")
-            await reader.shutdown()
-            await writer.shutdown()
+            try await stores.expectOverwrite(key, from: "before", to: "after the failover")
+            await stores.shutdown()
         }
     }
 
     @Test("after a failover no stale value is served, and overwrites on the new master still invalidate")
     func failoverKeepsTheNearCacheCoherent() async throws {
         try await withRedisCluster { cluster in
-            let reader = try makeNearCacheClusterStore(cluster) { $0.retryTimeout = .seconds(30) }
-            let writer = try makeClusterStore(cluster) { $0.retryTimeout = .seconds(30) }
-            try await reader.waitUntilFilling()
+            let stores = try await NearCachePair(cluster, retryTimeout: .seconds(30))
+            let reader = stores.reader
             let victim = try await offThread { try cluster.masters()[0] }
             let key = key(on: victim, UUID().uuidString)
-            try await writer.set(key, to: ByteBuffer(string: "before"), ttl: .seconds(300))
-            #expect(try await reader.readUntilNearHit(key)?.text == "before")
+            try await stores.cache(key, "before")
             let flushesBefore = reader.near.invalidations
 
             try await offThread { try cluster.server(port: victim.port).kill() }
             try await offThread { try cluster.waitForFailover(of: victim.port) }
             // The write may have to wait for the writer's slot map to catch up (retries within 30 s).
-            try await writer.set(key, to: ByteBuffer(string: "after the failover"), ttl: .seconds(300))
+            try await stores.writer.set(key, to: ByteBuffer(string: "after the failover"), ttl: .seconds(300))
             #expect(try await reader.get(key)?.text == "after the failover")
             #expect(reader.near.invalidations > flushesBefore, "\(reader.near)")
             let newOwner = try #require(reader.router.slotMap.master(of: ClusterSlots.slot(of: key)))
@@ -200,12 +183,8 @@ struct ClusterNearCacheFailoverTests {
             // Kept again, from the promoted replica, and invalidated by it.
             try await reader.waitUntilFilling(timeout: .seconds(30))
             #expect(try await reader.readUntilNearHit(key)?.text == "after the failover")
-            try await writer.set(key, to: ByteBuffer(string: "overwritten"), ttl: .seconds(300))
-            let gone = try await reader.timeUntilGone(ByteBuffer(string: "after the failover"), key: key, since: .now)
-            #expect(gone != nil, "the overwrite on the promoted master never reached the near cache")
-            #expect(try await reader.get(key)?.text == "overwritten")
-            await reader.shutdown()
-            await writer.shutdown()
+            try await stores.expectOverwrite(key, from: "after the failover", to: "overwritten")
+            await stores.shutdown()
             #expect(reader.router.runningThreadCount == 0)
         }
     }

@@ -119,6 +119,26 @@ extension RESPClusterStore {
 }
 
 extension RedisCluster {
+    /// A master serving slots and one of its replicas whose replication link is up. A new cluster's nodes learn
+    /// the replicas' roles by gossip, so this waits (blocking) until some node's view shows such a pair.
+    func masterWithSyncedReplica(timeout: TimeInterval = 30) throws -> (master: Node, replica: Node) {
+        let deadline = Date().addingTimeInterval(timeout)
+        var last = "nothing checked yet"
+        while Date() < deadline {
+            for server in liveServers {
+                let nodes = try self.nodes(seenFrom: server.port)
+                last = "\(nodes)"
+                for master in nodes where master.isMaster && master.slotCount > 0 {
+                    guard let replica = nodes.first(where: { $0.masterID == master.id }) else { continue }
+                    let replication = try cli(replica.port, ["info", "replication"]).standardOutput
+                    if replication.contains("master_link_status:up") { return (master, replica) }
+                }
+            }
+            usleep(100_000)
+        }
+        throw TestEnvironmentError("no master with a synced replica within \(Int(timeout)) s: \(last)")
+    }
+
     /// `INFO stats`' `keyspace_hits` of the node on `port`.
     func keyspaceHits(port: Int) throws -> Int {
         let output = try cli(port, ["info", "stats"])

@@ -141,13 +141,7 @@ struct ClusterNearCacheFailoverTests {
     func manualFailoverKeepsTheNearCacheCoherent() async throws {
         try await withRedisCluster { cluster in
             let stores = try await NearCachePair(cluster, retryTimeout: .seconds(30))
-            let (master, replica) = try await offThread { () throws -> (RedisCluster.Node, RedisCluster.Node) in
-                let nodes = try cluster.nodes(seenFrom: cluster.servers[0].port)
-                guard let master = nodes.first(where: { $0.isMaster && $0.slotCount > 0 }),
-                    let replica = nodes.first(where: { $0.masterID == master.id })
-                else { throw TestEnvironmentError("no master with a replica in \(nodes)") }
-                return (master, replica)
-            }
+            let (master, replica) = try await offThread { try cluster.masterWithSyncedReplica() }
             let key = key(on: master, UUID().uuidString)
             try await stores.cache(key, "before")
 

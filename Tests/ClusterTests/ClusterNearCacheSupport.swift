@@ -119,6 +119,20 @@ extension RESPClusterStore {
 }
 
 extension RedisCluster {
+    /// A hash tag `{<label>-<n>}` whose slot holds no key: a test that migrates the slot by hand must not meet
+    /// other tests' keys there (`CLUSTER SETSLOT … NODE` refuses a slot its node still holds keys in). Blocks.
+    func emptySlotTag(_ label: String) throws -> String {
+        let masters = try masters()
+        for candidate in 0..<1_000 {
+            let tag = "{\(label)-\(candidate)}"
+            let slot = ClusterSlots.slot(of: tag)
+            guard let owner = masters.first(where: { $0.slots.contains { $0.contains(slot) } }) else { continue }
+            let count = try cli(owner.port, ["cluster", "countkeysinslot", String(slot)])
+            if count.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == "0" { return tag }
+        }
+        throw TestEnvironmentError("no empty slot among 1000 tags \(label)-…")
+    }
+
     /// A master serving slots and one of its replicas whose replication link is up. A new cluster's nodes learn
     /// the replicas' roles by gossip, so this waits (blocking) until some node's view shows such a pair.
     func masterWithSyncedReplica(timeout: TimeInterval = 30) throws -> (master: Node, replica: Node) {

@@ -107,6 +107,18 @@ let package = Package(
         // redis-server on free loopback ports, stopping, killing and restarting them, running programs with a
         // timeout. Not a product.
         .target(name: "CachedTestSupport"),
+        // A local HTTP origin for the live tests (scripted answers, request counts, delays), and the reading of
+        // `cached-fetch --repeat`'s lines. Not a product.
+        .target(
+            name: "CachedOriginSupport",
+            dependencies: [
+                "CachedTestSupport",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         // The CacheStore contract as checks (swift-testing expectations) that the store suites of several test
         // targets run against their stores. Not a product.
         .target(
@@ -140,6 +152,7 @@ let package = Package(
             name: "CachedNetworkingTests",
             dependencies: [
                 "CachedNetworking", "CachedNetworkingTesting", "HTTPCaching", "CachedTestSupport", "CachedStoreContract",
+                "CachedOriginSupport",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -153,6 +166,7 @@ let package = Package(
             name: "ClusterTests",
             dependencies: [
                 "CachedNetworking", "CachedNetworkingTesting", "CachedTestSupport", "CachedStoreContract",
+                "CachedOriginSupport",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

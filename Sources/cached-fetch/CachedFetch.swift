@@ -33,10 +33,10 @@ struct CachedFetch: AsyncParsableCommand {
 
     @Option(
         name: .long,
-        help: "Keep a near cache of this many bytes (e.g. 16m) in front of a redis:// store, kept coherent by the server's invalidation messages.")
+        help: "Keep a near cache of this many bytes (e.g. 16m) in front of a redis:// or redis+cluster:// store, kept coherent by the servers' invalidation messages.")
     var nearCache: String?
 
-    @Flag(name: .long, help: "Near cache in broadcast mode: the server invalidates every key under '<namespace>:'.")
+    @Flag(name: .long, help: "Near cache in broadcast mode: the server (each master of a cluster) invalidates every key under '<namespace>:'.")
     var nearCacheBroadcast = false
 
     @Option(name: .long, help: "Fetch this many times, printing one line per fetch on standard error.")
@@ -56,7 +56,7 @@ struct CachedFetch: AsyncParsableCommand {
         let spec = try StoreSpec(parsing: store)
         if let nearCache {
             _ = try parseByteCount(nearCache)
-            if spec == .memory { throw ValidationError("--near-cache needs a redis:// store") }
+            if spec == .memory { throw ValidationError("--near-cache needs a redis:// or redis+cluster:// store") }
         } else if nearCacheBroadcast {
             throw ValidationError("--near-cache-broadcast needs --near-cache")
         }
@@ -89,7 +89,7 @@ struct CachedFetch: AsyncParsableCommand {
                 outcome = .failure(error)
             }
         } else {
-            outcome = await fetchRepeatedly(cache, request, nearCache: made.resp)
+            outcome = await fetchRepeatedly(cache, request, nearCacheStatistics: made.nearCacheStatistics)
         }
         await cache.waitForBackgroundRefreshes()
         try? await transport.shutdown()
@@ -114,7 +114,7 @@ struct CachedFetch: AsyncParsableCommand {
     /// fetch's; `near-hits` the near cache's hits so far, with --near-cache). Stops early with --until-changed.
     /// - Returns: the last answer, or the first failure.
     private func fetchRepeatedly(
-        _ cache: CachedNetworking, _ request: HTTPRequest, nearCache: RESPStore?
+        _ cache: CachedNetworking, _ request: HTTPRequest, nearCacheStatistics: () -> RESPStore.NearCacheStatistics?
     ) async -> Result<CachedResponse, CachedNetworkingError> {
         var first: ByteBuffer?
         var last: CachedResponse?
@@ -129,7 +129,7 @@ struct CachedFetch: AsyncParsableCommand {
             if first == nil { first = answer.body }
             let changed = answer.body != first
             var line = "fetch=\(fetch) time=\(String(format: "%.6f", time)) changed=\(changed ? "yes" : "no")"
-            if let statistics = nearCache?.nearCacheStatistics { line += " near-hits=\(statistics.hits)" }
+            if let statistics = nearCacheStatistics() { line += " near-hits=\(statistics.hits)" }
             FileHandle.standardError.write(Data("\(line) Cache-Status: \(answer.cacheStatus.headerValue)\n".utf8))
             last = answer
             if changed && untilChanged { break }

@@ -30,39 +30,40 @@ struct StoreSpecError: Error, CustomStringConvertible {
     var description: String { message }
 }
 
-/// The store the flags name, and its ``RESPStore`` when it has one (for the near cache's statistics).
+/// The store the flags name, and how to read its near cache's statistics when it has one.
 struct MadeStore {
     let store: any CacheStore
-    let resp: RESPStore?
+    let nearCacheStatistics: @Sendable () -> RESPStore.NearCacheStatistics?
 }
 
 /// Makes the store `spec` names: a ``MemoryStore`` that lives as long as this process (one fetch, so every
 /// run is a miss that shows what would be stored), a ``RESPStore`` on a `cached-server` or Redis server (with
-/// the near cache `nearCache` if given), or a ``RESPClusterStore`` on a Redis Cluster, behind a circuit breaker;
-/// the store logs to `logger`.
+/// the near cache `nearCache` if given), or a ``RESPClusterStore`` on a Redis Cluster (with the near cache too),
+/// behind a circuit breaker; the store logs to `logger`.
 func makeStore(
     _ spec: StoreSpec, nearCache: RESPStore.NearCache? = nil, logger: Logger = RESPStore.disabledLogger
 ) throws(StoreSpecError) -> MadeStore {
     switch spec {
     case .memory:
-        if nearCache != nil { throw StoreSpecError(message: "--near-cache needs a redis:// store") }
-        return MadeStore(store: MemoryStore(cleanupInterval: nil), resp: nil)
+        if nearCache != nil { throw StoreSpecError(message: "--near-cache needs a redis:// or redis+cluster:// store") }
+        return MadeStore(store: MemoryStore(cleanupInterval: nil), nearCacheStatistics: { nil })
     case .redis(let url):
         do {
             var configuration = try RESPStore.Configuration(url: url)
             configuration.poolSize = 2
             configuration.nearCache = nearCache
             let resp = RESPStore(configuration: configuration, logger: logger)
-            return MadeStore(store: FailOpenStore(wrapping: resp), resp: resp)
+            return MadeStore(store: FailOpenStore(wrapping: resp), nearCacheStatistics: { resp.nearCacheStatistics })
         } catch {
             throw StoreSpecError(message: "\(error)")
         }
     case .redisCluster(let url):
-        if nearCache != nil { throw StoreSpecError(message: "--near-cache needs a redis:// store (not yet a Redis Cluster)") }
         do {
             var configuration = try RESPClusterStore.Configuration(url: url)
             configuration.poolSize = 2
-            return MadeStore(store: FailOpenStore(wrapping: RESPClusterStore(configuration: configuration, logger: logger)), resp: nil)
+            configuration.nearCache = nearCache
+            let cluster = RESPClusterStore(configuration: configuration, logger: logger)
+            return MadeStore(store: FailOpenStore(wrapping: cluster), nearCacheStatistics: { cluster.nearCacheStatistics })
         } catch {
             throw StoreSpecError(message: "\(error)")
         }

@@ -1,6 +1,7 @@
 // The code samples of docs/sdk.md and README.md, compiled and run here so that they stay correct.
 import CachedNetworking
 import CachedNetworkingTesting
+import CachedOriginSupport
 import CachedTestSupport
 import Foundation
 #if canImport(FoundationNetworking)
@@ -54,6 +55,12 @@ private enum QuickStart {
         configuration.nearCache = RESPStore.NearCache(maxBytes: 32 << 20, maxAge: .seconds(30))
         // Or: RESPStore.NearCache(maxBytes: 32 << 20, mode: .broadcast(prefixes: ["catalog:"]))
         return RESPStore(configuration: configuration, logger: logger)
+    }
+
+    static func makeNearCachedClusterStore(url: String, logger: Logger) throws -> RESPClusterStore {
+        var configuration = try RESPClusterStore.Configuration(url: url)   // redis+cluster://host:port,host:port
+        configuration.nearCache = RESPStore.NearCache(maxBytes: 32 << 20, maxAge: .seconds(30))
+        return RESPClusterStore(configuration: configuration, logger: logger)
     }
 
     static func configureOverrides() -> CachedNetworking.Configuration {
@@ -188,6 +195,17 @@ struct DocsSampleTests {
         #expect(store.nearCacheStatistics?.hits ?? 0 > 0)
         await store.shutdown()
         _ = try await offThread { server.stop() }
+    }
+
+    @Test("the cluster near-cache sample configures the cluster store's near cache")
+    func clusterNearCacheSample() async throws {
+        let store = try QuickStart.makeNearCachedClusterStore(
+            url: "redis+cluster://10.0.0.1:7000,10.0.0.2:7000", logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        #expect(store.configuration.nearCache == RESPStore.NearCache(maxBytes: 32 << 20, maxAge: .seconds(30)))
+        #expect(store.configuration.description.contains("near cache 33554432 bytes"))
+        #expect(store.nearCacheStatistics?.entries == 0)
+        #expect(store.nearCacheStatistics?.isFilling == false)
+        await store.shutdown()
     }
 
     @Test("the override sample matches what it says")

@@ -1,5 +1,6 @@
 import CachedNetworking
 import CachedNetworkingTesting
+import CachedOriginSupport
 import CoreMetrics
 import Foundation
 import HTTPTypes

@@ -1,4 +1,5 @@
 import CachedNetworking
+import CachedOriginSupport
 import CachedTestSupport
 import Foundation
 import Synchronization

@@ -1,4 +1,5 @@
 import CachedNetworking
+import CachedOriginSupport
 import CachedTestSupport
 import Foundation
 import Synchronization
@@ -40,51 +41,17 @@ extension NearCacheScenarios {
             let running = try await offThread { [arguments] in
                 try (0..<processes).map { _ in try ExternalProgram.cachedFetch.start(arguments) }
             }
-            // Each process serves the current body from its near cache before anything changes.
-            for program in running {
-                try await waitForNearHits(program, atLeast: 3)
+            // Once every process answers from its near cache, the body changes and this process stores it.
+            let delays = try await CachedFetchLines.measureOverwrite(seenBy: running, expecting: "round \(round)") {
+                body.withLock { $0 = "round \(round)" }
+                let stored = try await cache.run(origin.request(path), policy: .reloadIgnoringLocalCacheData)
+                #expect(stored.cacheStatus.stored, "\(stored.cacheStatus.headerValue)")
             }
-            body.withLock { $0 = "round \(round)" }
-            let stored = try await cache.run(origin.request(path), policy: .reloadIgnoringLocalCacheData)
-            let acknowledged = Date().timeIntervalSince1970
-            #expect(stored.cacheStatus.stored, "\(stored.cacheStatus.headerValue)")
-            let outputs = try await offThread { try running.map { try $0.wait(timeout: 60) } }
-            for output in outputs {
-                #expect(output.status == 0, "\(output.summary)")
-                #expect(output.standardOutput == "round \(round)", "\(output.summary)")
-                guard let changedAt = Self.changedAt(output.standardError) else {
-                    Issue.record("no changed=yes line: \(output.summary)")
-                    continue
-                }
-                report.record(.microseconds(Int64(((changedAt - acknowledged) * 1e6).rounded())))
-            }
+            for delay in delays { report.record(delay) }
         }
         report.check()
         await store.shutdown()
         await origin.stop()
         _ = try await offThread { server.stop() }
-    }
-
-    /// Waits until `program` reports at least `count` near-cache hits on standard error.
-    private func waitForNearHits(_ program: RunningProgram, atLeast count: Int) async throws {
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
-            let lines = program.standardErrorSoFar.split(separator: "\n")
-            if let hits = lines.last(where: { $0.contains("near-hits=") }).flatMap(Self.nearHits), hits >= count { return }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        Issue.record("\(program.command) did not answer from its near cache within 30 s: \(program.standardErrorSoFar.suffix(2_000))")
-        throw TestEnvironmentError("no near-cache hits")
-    }
-
-    /// `near-hits=N` in a line of `cached-fetch --repeat`.
-    private static func nearHits(_ line: Substring) -> Int? {
-        line.split(separator: " ").first { $0.hasPrefix("near-hits=") }.flatMap { Int($0.dropFirst("near-hits=".count)) }
-    }
-
-    /// The `time=` of the first `changed=yes` line.
-    private static func changedAt(_ standardError: String) -> Double? {
-        guard let line = standardError.split(separator: "\n").first(where: { $0.contains(" changed=yes") }) else { return nil }
-        return line.split(separator: " ").first { $0.hasPrefix("time=") }.flatMap { Double($0.dropFirst("time=".count)) }
     }
 }

@@ -115,7 +115,7 @@ struct ClusterStoreTests {
     func manualMigration() async throws {
         let cluster = try RedisClusterTrait.cluster()
         let store = try makeClusterStore(cluster) { $0.retryTimeout = .milliseconds(300) }
-        let tag = "{migrate-\(UUID().uuidString)}"
+        let tag = try await offThread { try cluster.emptySlotTag("migrate-\(UUID().uuidString)") }
         let slot = ClusterSlots.slot(of: tag)
         let old = "\(tag):old", new = "\(tag):new"
         try await store.set(old, to: ByteBuffer(string: "at the source"), ttl: .seconds(300))

@@ -15,6 +15,8 @@ final class ClusterRouter: Sendable {
     typealias Node = RESPClusterStore.Node
 
     let configuration: RESPClusterStore.Configuration
+    /// The near cache's channels, one per master, when ``RESPClusterStore/Configuration/nearCache`` is set.
+    let nearCache: ClusterNearCache?
     private let logger: Logger
     private let state: Mutex<State>
 
@@ -60,12 +62,33 @@ final class ClusterRouter: Sendable {
 
     private static let askingBytes = RESPCommand("ASKING", argumentCount: 0).bytes
 
-    /// The reply to a command sent after `ASKING` on one connection: `ASKING`'s error if it failed, else the
-    /// command's own reply.
-    static func commandReply(afterAsking result: Result<RESPReply, CacheStoreError>) -> Result<RESPReply, CacheStoreError> {
-        guard case .success(.array(let replies)) = result, replies.count == 2 else { return result }
-        if case .error = replies[0] { return .success(replies[0]) }
-        return .success(replies[1])
+    /// The replies to commands each sent after its own `ASKING` on one connection (`asking` true), or sent as
+    /// they are: for each command, `ASKING`'s error if it failed, else the command's own reply.
+    static func commandReplies(
+        _ result: Result<RESPReply, CacheStoreError>, commands: Int, asking: Bool
+    ) -> Result<[RESPReply], CacheStoreError> {
+        let sent = asking ? 2 * commands : commands
+        guard case .success(let reply) = result, sent > 1 else { return result.map { [$0] } }
+        guard case .array(let replies) = reply, replies.count == sent else {
+            return .failure(StoreCommands.unexpected("a pipeline of \(sent) commands", reply))
+        }
+        guard asking else { return .success(replies) }
+        return .success(stride(from: 0, to: sent, by: 2).map { index in
+            if case .error = replies[index] { return replies[index] }
+            return replies[index + 1]
+        })
+    }
+
+    /// The first reply that the router handles itself (a redirection or a transient cluster error), as text.
+    static func routingError(in replies: [RESPReply]) -> String? {
+        for reply in replies {
+            if case .error(let text) = reply,
+                ClusterRedirection(errorText: text) != nil || ClusterTransientError(errorText: text) != nil
+            {
+                return text
+            }
+        }
+        return nil
     }
 
     private static let clusterSlotsBytes: [UInt8] = {
@@ -75,8 +98,9 @@ final class ClusterRouter: Sendable {
     }()
     private static let closedError = CacheStoreError(.closed, "the store was shut down")
 
-    init(configuration: RESPClusterStore.Configuration, logger: Logger) {
+    init(configuration: RESPClusterStore.Configuration, logger: Logger, nearCache: ClusterNearCache? = nil) {
         self.configuration = configuration
+        self.nearCache = nearCache
         self.logger = logger
         self.state = Mutex(State())
     }
@@ -89,6 +113,15 @@ final class ClusterRouter: Sendable {
     /// - Throws: ``CacheStoreError/Kind/server`` for an error reply other than a redirection or a transient
     ///   cluster error; the last failure when the retry time is up.
     func execute(_ command: RESPCommand, slot: Int) async throws(CacheStoreError) -> RESPReply {
+        let reply = try await execute(pipeline: [command], slot: slot)[0]
+        if case .error(let text) = reply { throw CacheStoreError(.server, text) }
+        return reply
+    }
+
+    /// Sends `commands`, whose keys are all in `slot`, pipelined on one connection to the master of `slot`, as
+    /// ``execute(_:slot:)`` does: a redirection or a transient error in any reply sends them all again.
+    /// - Returns: the replies in order; error replies other than those are left to the caller.
+    func execute(pipeline commands: [RESPCommand], slot: Int) async throws(CacheStoreError) -> [RESPReply] {
         let deadline = monotonicNanoseconds() &+ UInt64(clamping: configuration.retryTimeout.storeNanoseconds)
         var redirect: (node: Node, asking: Bool)?
         var redirections = 0
@@ -98,12 +131,12 @@ final class ClusterRouter: Sendable {
             if let routed = try route(slot: slot, redirect: redirect) {
                 let (node, pool, asking) = routed
                 redirect = nil
-                let result =
-                    asking
-                    ? Self.commandReply(afterAsking: await pool.submit(Self.askingBytes + command.bytes, replies: 2))
-                    : await pool.submit(command.bytes)
-                switch result {
-                case .success(.error(let text)):
+                var bytes: [UInt8] = []
+                for command in commands { bytes += asking ? Self.askingBytes + command.bytes : command.bytes }
+                let sent = await pool.submit(bytes, replies: asking ? 2 * commands.count : commands.count)
+                let replies = Self.commandReplies(sent, commands: commands.count, asking: asking)
+                switch replies.map({ ($0, Self.routingError(in: $0)) }) {
+                case .success((_, let text?)):
                     if let redirection = ClusterRedirection(errorText: text) {
                         redirections += 1
                         guard redirections <= configuration.maxRedirections else {
@@ -125,9 +158,9 @@ final class ClusterRouter: Sendable {
                     }
                     if transient == .clusterDown { _ = await refreshSlots() }
                     failure = CacheStoreError(transient == .clusterDown ? .unreachable : .timeout, "\(node) answered \(text)")
-                case .success(let reply):
+                case .success((let replies, nil)):
                     if retries > 0 { state.withLock { _ = $0.suspects.remove(node) } }
-                    return reply
+                    return replies
                 case .failure(let error):
                     switch error.kind {
                     case .unreachable, .timeout:
@@ -167,27 +200,39 @@ final class ClusterRouter: Sendable {
     /// - Returns: the replies in the order of `commands`.
     /// - Throws: the first failure, in the order of `commands`.
     func executeAll(_ commands: [(command: RESPCommand, slot: Int)]) async throws(CacheStoreError) -> [RESPReply] {
-        let results = await withTaskGroup(of: (Int, Result<RESPReply, CacheStoreError>).self) { group in
-            for (index, entry) in commands.enumerated() {
+        try await Self.concurrently(commands.count) { (index) throws(CacheStoreError) in
+            try await self.execute(commands[index].command, slot: commands[index].slot)
+        }
+    }
+
+    /// Runs `work` for each index below `count` concurrently.
+    /// - Returns: the results in the order of the indices.
+    /// - Throws: the first failure, in the order of the indices.
+    static func concurrently<Value: Sendable>(
+        _ count: Int, _ work: @escaping @Sendable (Int) async throws(CacheStoreError) -> Value
+    ) async throws(CacheStoreError) -> [Value] {
+        typealias Outcome = Result<Value, CacheStoreError>
+        let outcomes = await withTaskGroup(of: (Int, Outcome).self) { group in
+            for index in 0..<count {
                 group.addTask {
                     do throws(CacheStoreError) {
-                        return (index, .success(try await self.execute(entry.command, slot: entry.slot)))
+                        return (index, .success(try await work(index)))
                     } catch {
                         return (index, .failure(error))
                     }
                 }
             }
-            var results = [Result<RESPReply, CacheStoreError>?](repeating: nil, count: commands.count)
-            for await (index, result) in group { results[index] = result }
-            return results
+            var outcomes = [Outcome?](repeating: nil, count: count)
+            for await (index, outcome) in group { outcomes[index] = outcome }
+            return outcomes
         }
-        var replies: [RESPReply] = []
-        replies.reserveCapacity(results.count)
-        for result in results {
-            guard let result else { throw CacheStoreError(.protocolViolation, "a command got no result") }
-            replies.append(try result.get())
+        var results: [Value] = []
+        results.reserveCapacity(count)
+        for outcome in outcomes {
+            guard let outcome else { throw CacheStoreError(.protocolViolation, "a command got no result") }
+            results.append(try outcome.get())
         }
-        return replies
+        return results
     }
 
     /// Sends `command` to every master (after refreshing the slot map).
@@ -222,8 +267,12 @@ final class ClusterRouter: Sendable {
 
     private func dataPool(for node: Node, in s: inout State) -> RESPConnectionPool {
         if let pool = s.pools[node] { return pool }
+        let nodeConfiguration = configuration.nodeConfiguration(node, poolSize: configuration.poolSize)
+        // With a near cache, the node's channel is created (and, being new, stops the filling) before any of
+        // its connections exists: no read from the node is kept before its subscriber is up.
         let pool = RESPConnectionPool(
-            configuration: configuration.nodeConfiguration(node, poolSize: configuration.poolSize), logger: logger)
+            configuration: nodeConfiguration, logger: logger,
+            hook: nearCache?.channel(for: node, configuration: nodeConfiguration))
         s.pools[node] = pool
         return pool
     }
@@ -247,6 +296,7 @@ final class ClusterRouter: Sendable {
         let refreshDue: Bool = state.withLock { s in
             s.counters.moved += 1
             s.map.assign(slot, to: node)
+            nearCache?.topologyChanged("slot \(slot) moved to \(node)")
             guard s.refresh == nil, !s.closed else { return false }
             guard let last = s.lastRefresh else { return true }
             return monotonicNanoseconds() &- last.at >= Self.minimumRefreshInterval
@@ -344,6 +394,7 @@ final class ClusterRouter: Sendable {
         let retiring: [RESPConnectionPool] = state.withLock { s in
             guard !s.closed else { return [] }
             let changed = Set(s.map.masters) != Set(map.masters)
+            if !s.map.assignsSlotsAs(map) { nearCache?.topologyChanged("new slot map from \(node)") }
             s.map = map
             s.counters.refreshes += 1
             s.suspects.removeAll()
@@ -351,6 +402,7 @@ final class ClusterRouter: Sendable {
             for (known, pool) in s.pools where !map.masters.contains(known) {
                 s.pools[known] = nil
                 retiring.append(pool)
+                nearCache?.nodeLeft(known)
             }
             let named = Set(map.masters + map.replicas + configuration.seeds)
             for (known, pool) in s.probes where !named.contains(known) {
@@ -358,6 +410,11 @@ final class ClusterRouter: Sendable {
                 retiring.append(pool)
             }
             s.retired += retiring
+            // With a near cache every master gets its pool, and so its invalidation channel, at once: a channel
+            // that joins later stops the filling and drops everything until it is subscribed.
+            if nearCache != nil {
+                for master in map.masters { _ = dataPool(for: master, in: &s) }
+            }
             if changed {
                 logger.debug(
                     "cluster slot map changed",
@@ -380,12 +437,14 @@ final class ClusterRouter: Sendable {
     /// thread has exited.
     func shutdown() async {
         let pools = closeAll()
+        await nearCache?.shutdown()
         for pool in pools { await pool.shutdown() }
     }
 
     /// Starts shutting down without waiting (for `deinit`).
     func beginShutdown() {
         _ = closeAll()
+        nearCache?.beginShutdown()
     }
 
     private func closeAll() -> [RESPConnectionPool] {

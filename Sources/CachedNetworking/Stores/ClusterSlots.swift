@@ -189,6 +189,11 @@ struct ClusterSlotMap: Sendable {
         return index < 0 ? nil : masters[Int(index)]
     }
 
+    /// Whether `other` gives every slot the same master as this map (replicas aside).
+    func assignsSlotsAs(_ other: ClusterSlotMap) -> Bool {
+        (0..<ClusterSlots.count).allSatisfy { master(of: $0) == other.master(of: $0) }
+    }
+
     /// How many slots have a master.
     var coveredSlots: Int { owners.reduce(0) { $0 + ($1 < 0 ? 0 : 1) } }
 

@@ -3,7 +3,8 @@ import Logging
 import NIOCore
 import Synchronization
 
-/// A ``RESPStore``'s near cache: the table (shared by every tracking channel), its counters and metrics.
+/// A near cache of a ``RESPStore`` or a ``RESPClusterStore``: the table (shared by every tracking channel), its
+/// counters and metrics.
 ///
 /// The table fills only while every ``TrackingChannel`` is subscribed and no channel has turned the near cache
 /// off; see ``NearCacheTable`` for the epochs that keep overtaken replies out.
@@ -50,6 +51,8 @@ final class NearCacheCore: Sendable {
         case write
         /// The invalidation connection or a tracking data connection was lost.
         case disconnect
+        /// A cluster's slot map changed, or a node's channel was added or removed.
+        case topology
     }
 
     let settings: RESPStore.NearCache
@@ -186,9 +189,35 @@ final class NearCacheCore: Sendable {
 
     // MARK: channels
 
-    /// Adds a channel; the table fills only while every channel is subscribed.
+    /// Adds a channel; the table fills only while every channel is subscribed. A channel added to a table that
+    /// fills (a cluster node that joined) stops the filling and drops everything until it is subscribed: reads
+    /// from its server are not tracked before then.
     func register(_ channel: AnyObject) {
-        state.withLock { _ = $0.channels.insert(ObjectIdentifier(channel)) }
+        state.withLock { s in
+            guard s.channels.insert(ObjectIdentifier(channel)).inserted, s.table.filling else { return }
+            s.table.stopFilling()
+            s.invalidations += 1
+        }
+    }
+
+    /// Removes a channel whose server left (a cluster node no longer in the slot map): everything is dropped,
+    /// since keys read from that server will not be invalidated any more, and the table fills if every remaining
+    /// channel is subscribed (and there is one).
+    func unregister(_ channel: AnyObject) {
+        let removed: Bool = state.withLock { s in
+            let id = ObjectIdentifier(channel)
+            guard s.channels.remove(id) != nil else { return false }
+            s.liveChannels.remove(id)
+            s.invalidations += 1
+            if s.disabledReason == nil, !s.channels.isEmpty, s.liveChannels == s.channels {
+                s.table.invalidateAll()
+                s.table.startFilling()
+            } else {
+                s.table.stopFilling()
+            }
+            return true
+        }
+        if removed { invalidationCounters[.topology]?.increment() }
     }
 
     /// `channel` is subscribed and its connections track for it from their next batch on.
@@ -240,8 +269,8 @@ final class NearCacheCore: Sendable {
 ///
 /// The generation changes whenever the subscription comes or goes, so that every data connection sets its
 /// tracking up again before its next batch: for the new subscriber's id once subscribed, not at all while none
-/// is. A store on one server has one channel; a store on a cluster would have one per node, each hooked to that
-/// node's connections, all sharing one ``NearCacheCore``.
+/// is. A store on one server has one channel; a store on a cluster has one per master, each hooked to that
+/// master's connections, all sharing one ``NearCacheCore`` (see ``ClusterNearCache``).
 final class TrackingChannel: RESPConnectionHook, InvalidationListener, Sendable {
     private enum Phase: Equatable {
         case connecting
@@ -275,6 +304,13 @@ final class TrackingChannel: RESPConnectionHook, InvalidationListener, Sendable 
             configuration: configuration, healthCheckInterval: core.settings.healthCheckInterval,
             logger: core.logger, listener: self)
         state.withLock { $0.subscriber = subscriber }
+    }
+
+    /// Stops the subscriber without waiting for its thread, and leaves the near cache: its server is no longer
+    /// used (a cluster node that left the slot map).
+    func retire() {
+        beginShutdown()
+        core.unregister(self)
     }
 
     /// Stops the subscriber without waiting for its thread.

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import NIOCore
 
@@ -32,6 +33,19 @@ import NIOCore
 ///   fails at once.
 /// - At most ``Configuration/maxRedirections`` redirections per call.
 ///
+/// ## Near cache
+///
+/// With ``Configuration/nearCache`` set, values the store reads are also kept in this process's memory and
+/// answered from there without a round trip, as ``RESPStore`` does (``RESPStore/NearCache``), until a master says
+/// they changed. Each master gets its own invalidation subscriber (`SUBSCRIBE __redis__:invalidate`), and every
+/// data connection to that master sends `CLIENT TRACKING on REDIRECT <that subscriber's id>` before its first
+/// command; all of them feed one table, bounded by ``RESPStore/NearCache/maxBytes``. The whole near cache is
+/// dropped, and reads on their way keep nothing, when any master's subscriber or a tracking data connection is
+/// lost, when the slot map changes (`MOVED`, or a refresh that gives any slot to another master: resharding,
+/// failover), and when a master joins or leaves; it fills again only once every master's subscriber is up. A
+/// master promoted by a failover therefore has its own subscriber before anything read from it is kept. See
+/// ``nearCacheStatistics`` for the counters.
+///
 /// A retried `INCR` may be applied twice when a connection broke after the command was sent (the SDK only
 /// increments the namespace generation, where an extra increment is harmless). Read replicas are not used.
 ///
@@ -49,16 +63,34 @@ public final class RESPClusterStore: CacheStore {
     public let configuration: Configuration
     /// The slot map and the pools (internal for tests).
     let router: ClusterRouter
+    /// The near cache, when ``Configuration/nearCache`` is set.
+    let nearCache: NearCacheCore?
 
-    /// Creates a store for `configuration`. The slot map is fetched and connections are opened on first use.
+    /// Creates a store for `configuration`. The slot map is fetched and connections are opened on first use;
+    /// with a near cache, a master's invalidation connection together with its pool.
     /// - Parameters:
     ///   - configuration: the seeds and the pools' settings.
     ///   - logger: where connection and topology events go (slot map changes and retries at debug, failed
     ///     connection attempts and failed slot-map fetches at warning). Default: nowhere.
-    public init(configuration: Configuration, logger: Logger = RESPStore.disabledLogger) {
+    ///   - metricsFactory: where the near cache's metrics go; nil for the factory bootstrapped in `MetricsSystem`.
+    ///   - metricsDimensions: dimensions added to the near cache's metrics.
+    public init(
+        configuration: Configuration, logger: Logger = RESPStore.disabledLogger,
+        metricsFactory: (any MetricsFactory)? = nil, metricsDimensions: [(String, String)] = []
+    ) {
         self.configuration = configuration
-        self.router = ClusterRouter(configuration: configuration, logger: logger)
+        let core = configuration.nearCache.map {
+            NearCacheCore(
+                settings: $0, logger: logger, metricsFactory: metricsFactory ?? MetricsSystem.factory,
+                metricsDimensions: metricsDimensions)
+        }
+        self.nearCache = core
+        self.router = ClusterRouter(
+            configuration: configuration, logger: logger, nearCache: core.map(ClusterNearCache.init(core:)))
     }
+
+    /// The near cache's counters and state; nil when ``Configuration/nearCache`` is nil.
+    public var nearCacheStatistics: RESPStore.NearCacheStatistics? { nearCache?.statistics }
 
     /// Creates a store from a `redis+cluster://` URL (see ``Configuration/init(url:)``).
     /// - Parameters:
@@ -105,18 +137,36 @@ public final class RESPClusterStore: CacheStore {
 
     // MARK: CacheStore
 
-    /// `GET key` on the key's master.
+    /// `GET key` on the key's master (answered from the near cache when it holds the key).
     /// - Returns: the value, or nil when the key does not exist.
     /// - Throws: ``CacheStoreError``; ``CacheStoreError/Kind/server`` when the key holds a non-string type.
     public func get(_ key: String) async throws(CacheStoreError) -> ByteBuffer? {
+        guard let nearCache else { return try await remoteGet(key) }
+        let slot = ClusterSlots.slot(of: key)
+        return try await nearCache.get(
+            key, pipeline: { (commands) throws(CacheStoreError) in try await router.execute(pipeline: commands, slot: slot) },
+            remote: { () throws(CacheStoreError) in try await remoteGet(key) })
+    }
+
+    /// `GET key` on the key's master.
+    private func remoteGet(_ key: String) async throws(CacheStoreError) -> ByteBuffer? {
         try StoreCommands.value(ofGet: try await router.execute(StoreCommands.get(key), slot: ClusterSlots.slot(of: key)))
     }
 
-    /// `MGET` per slot: keys that share a slot go in one `MGET`, the slots' commands run concurrently.
+    /// `MGET` per slot: keys that share a slot go in one `MGET`, the slots' commands run concurrently (only for
+    /// the keys the near cache does not hold).
     /// - Returns: the values in the order of `keys`, nil for missing keys. No round trip when `keys` is empty.
     /// - Throws: ``CacheStoreError``: the first failure among the slots' commands.
     /// - Complexity: one round trip per distinct slot, concurrently.
     public func get(_ keys: [String]) async throws(CacheStoreError) -> [ByteBuffer?] {
+        guard let nearCache else { return try await remoteGet(keys) }
+        return try await nearCache.get(
+            keys, remote: { (keys) throws(CacheStoreError) in try await remoteGet(keys) },
+            fetch: { (missing, ttlOf) throws(CacheStoreError) in try await readTracked(missing, ttlOf: ttlOf) })
+    }
+
+    /// `MGET` per slot on the masters.
+    private func remoteGet(_ keys: [String]) async throws(CacheStoreError) -> [ByteBuffer?] {
         let groups = Self.groupedBySlot(keys)
         let replies = try await router.executeAll(
             groups.map { (StoreCommands.mget($0.positions.lazy.map { keys[$0] }), $0.slot) })
@@ -128,20 +178,42 @@ public final class RESPClusterStore: CacheStore {
         return values
     }
 
+    /// For the near cache: `MGET` per slot with a `PTTL` for each key whose `ttlOf` flag is true, one pipeline
+    /// per slot, the slots' pipelines run concurrently.
+    private func readTracked(_ keys: [String], ttlOf: [Bool]) async throws(CacheStoreError) -> [(value: ByteBuffer?, ttl: Int64?)] {
+        let groups = Self.groupedBySlot(keys)
+        let router = self.router
+        let groupReads = try await ClusterRouter.concurrently(groups.count) { (index) throws(CacheStoreError) in
+            let group = groups[index]
+            return try await NearCacheCore.read(group.positions.map { keys[$0] }, ttlOf: group.positions.map { ttlOf[$0] }) {
+                (commands) throws(CacheStoreError) in try await router.execute(pipeline: commands, slot: group.slot)
+            }
+        }
+        var read = [(value: ByteBuffer?, ttl: Int64?)](repeating: (nil, nil), count: keys.count)
+        for (group, groupRead) in zip(groups, groupReads) {
+            for (position, entry) in zip(group.positions, groupRead) { read[position] = entry }
+        }
+        return read
+    }
+
     /// `SET key value [PX ttl]` on the key's master. A TTL is sent in whole milliseconds, rounded up.
     /// - Throws: ``CacheStoreError``.
     public func set(_ key: String, to value: ByteBuffer, ttl: Duration?) async throws(CacheStoreError) {
-        try StoreCommands.checkSet(
-            try await router.execute(StoreCommands.set(key, to: value, ttl: ttl), slot: ClusterSlots.slot(of: key)))
+        try await nearCache.writing([key]) { () throws(CacheStoreError) in
+            try StoreCommands.checkSet(
+                try await router.execute(StoreCommands.set(key, to: value, ttl: ttl), slot: ClusterSlots.slot(of: key)))
+        }
     }
 
     /// `SET key value NX PX ttl` on the key's master.
     /// - Returns: true when the key did not exist and now holds `value`.
     /// - Throws: ``CacheStoreError``.
     public func setIfAbsent(_ key: String, to value: ByteBuffer, ttl: Duration) async throws(CacheStoreError) -> Bool {
-        try StoreCommands.stored(
-            bySetIfAbsent: try await router.execute(
-                StoreCommands.setIfAbsent(key, to: value, ttl: ttl), slot: ClusterSlots.slot(of: key)))
+        try await nearCache.writing([key]) { () throws(CacheStoreError) in
+            try StoreCommands.stored(
+                bySetIfAbsent: try await router.execute(
+                    StoreCommands.setIfAbsent(key, to: value, ttl: ttl), slot: ClusterSlots.slot(of: key)))
+        }
     }
 
     /// `DEL` per slot, the slots' commands run concurrently.
@@ -150,6 +222,12 @@ public final class RESPClusterStore: CacheStore {
     ///   their keys).
     @discardableResult
     public func remove(_ keys: [String]) async throws(CacheStoreError) -> Int {
+        guard !keys.isEmpty else { return 0 }
+        return try await nearCache.writing(keys) { () throws(CacheStoreError) in try await remoteRemove(keys) }
+    }
+
+    /// `DEL` per slot on the masters.
+    private func remoteRemove(_ keys: [String]) async throws(CacheStoreError) -> Int {
         let groups = Self.groupedBySlot(keys)
         let replies = try await router.executeAll(
             groups.map { (StoreCommands.del($0.positions.lazy.map { keys[$0] }), $0.slot) })
@@ -162,7 +240,9 @@ public final class RESPClusterStore: CacheStore {
     /// - Returns: the incremented value.
     /// - Throws: ``CacheStoreError/Kind/server`` when the value is not an integer; ``CacheStoreError`` otherwise.
     public func increment(_ key: String) async throws(CacheStoreError) -> Int {
-        try StoreCommands.value(ofIncr: try await router.execute(StoreCommands.incr(key), slot: ClusterSlots.slot(of: key)))
+        try await nearCache.writing([key]) { () throws(CacheStoreError) in
+            try StoreCommands.value(ofIncr: try await router.execute(StoreCommands.incr(key), slot: ClusterSlots.slot(of: key)))
+        }
     }
 
     /// Fails queued and in-flight calls with ``CacheStoreError/Kind/closed``, closes every connection and waits

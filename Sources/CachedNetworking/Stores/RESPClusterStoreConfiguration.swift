@@ -32,6 +32,9 @@ extension RESPClusterStore {
         public var minReconnectDelay: Duration
         /// The longest delay between connection attempts to a node. Default 2 seconds.
         public var maxReconnectDelay: Duration
+        /// A near cache in this process's memory, kept coherent by invalidation messages from every master (see
+        /// ``RESPClusterStore`` and ``RESPStore/NearCache``); nil for none. Default nil.
+        public var nearCache: RESPStore.NearCache?
 
         /// A configuration for the cluster that `seeds` belong to, with the default pool and timeouts.
         /// - Parameters:
@@ -50,6 +53,7 @@ extension RESPClusterStore {
             self.maxPipelineDepth = 64
             self.minReconnectDelay = .milliseconds(50)
             self.maxReconnectDelay = .seconds(2)
+            self.nearCache = nil
         }
 
         /// A configuration from a URL: `redis+cluster://[[user]:password@]host[:port][,host[:port]…]`.
@@ -136,6 +140,7 @@ extension RESPClusterStore.Configuration: CustomStringConvertible {
         let seedList = seeds.map(\.description).joined(separator: ",")
         return "redis+cluster://\(userInfo)\(seedList) (pool \(poolSize) per master, connect timeout \(connectTimeout), "
             + "command timeout \(commandTimeout), retry timeout \(retryTimeout), redirections \(maxRedirections), "
-            + "pipeline depth \(maxPipelineDepth), reconnect delay \(minReconnectDelay)–\(maxReconnectDelay))"
+            + "pipeline depth \(maxPipelineDepth), reconnect delay \(minReconnectDelay)–\(maxReconnectDelay)"
+            + (nearCache.map { ", \($0)" } ?? "") + ")"
     }
 }

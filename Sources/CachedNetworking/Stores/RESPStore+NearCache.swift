@@ -14,7 +14,9 @@ extension RESPStore {
     /// invalidation messages (`CLIENT ID`, then `SUBSCRIBE __redis__:invalidate`), and every data connection
     /// sends `CLIENT TRACKING on REDIRECT <that id>` before its first command, so that the server tells the
     /// subscriber about every key this store read (``Mode-swift.struct/default``) or every key under the given
-    /// prefixes (``Mode-swift.struct/broadcast(prefixes:)``) when it changes.
+    /// prefixes (``Mode-swift.struct/broadcast(prefixes:)``) when it changes. A ``RESPClusterStore`` with these
+    /// settings (``RESPClusterStore/Configuration/nearCache``) does the same on every master, and also drops
+    /// everything when its slot map changes (see ``RESPClusterStore``).
     ///
     /// - A read that misses asks for the value and its remaining TTL (`GET`, `PTTL`) in one round trip and keeps
     ///   the value until the key's expiry, ``maxAge`` at most.
@@ -129,108 +131,22 @@ extension RESPStore {
 
     // MARK: reads through the near cache
 
-    /// `GET key` through the near cache: a hit costs no round trip; a miss sends `GET` and `PTTL` together.
+    /// `GET key` through the near cache (see ``NearCacheCore/get(_:pipeline:remote:)``).
     func nearCachedGet(_ key: String, _ nearCache: NearCacheCore) async throws(CacheStoreError) -> ByteBuffer? {
-        let storeKey = StoreKey(key)
-        let ticket: NearCacheTable.ReadTicket
-        let tracked: Bool
-        switch nearCache.startRead(storeKey) {
-        case .hit(let value): return value
-        case .bypass: return try await remoteGet(key)
-        case .miss(let missTicket, let fillable):
-            ticket = missTicket
-            tracked = fillable
-        }
-        guard tracked else {
-            defer { nearCache.finishRead(ticket, fills: []) }
-            return try await remoteGet(key)
-        }
-        var command = RESPCommand("GET", argumentCount: 1, reserving: 48 + 2 * key.utf8.count)
-        command.append(key)
-        var ttl = RESPCommand("PTTL", argumentCount: 1)
-        ttl.append(key)
-        let reply = await pool.submit(command.bytes + ttl.bytes, replies: 2)
-        do throws(CacheStoreError) {
-            guard case .array(let replies) = try reply.get(), replies.count == 2 else {
-                throw StoreCommands.unexpected("GET and PTTL", try reply.get())
-            }
-            let value = try Self.value(of: replies[0], "GET")
-            nearCache.finishRead(ticket, fills: [(storeKey, value, Self.milliseconds(of: replies[1]))])
-            return value
-        } catch {
-            nearCache.finishRead(ticket, fills: [])
-            throw error
-        }
+        try await nearCache.get(
+            key, pipeline: { (commands) throws(CacheStoreError) in try await pool.submit(pipeline: commands) },
+            remote: { () throws(CacheStoreError) in try await remoteGet(key) })
     }
 
     /// `MGET key…` through the near cache: hits are answered from memory, the other keys in one round trip with
     /// a `PTTL` for each.
     func nearCachedGet(_ keys: [String], _ nearCache: NearCacheCore) async throws(CacheStoreError) -> [ByteBuffer?] {
-        guard !keys.isEmpty else { return [] }
-        let storeKeys = keys.map(StoreKey.init)
-        var values: [ByteBuffer?]
-        let missing: [Int]
-        let ticket: NearCacheTable.ReadTicket
-        let tracked: [Int]
-        switch nearCache.startRead(storeKeys) {
-        case .bypass: return try await remoteGet(keys)
-        case .hits(let all): return all
-        case .misses(let found, let missingIndices, let missTicket, let fillable):
-            values = found
-            missing = missingIndices
-            ticket = missTicket
-            tracked = missing.indices.filter { fillable[$0] }
-        }
-        var command = RESPCommand("MGET", argumentCount: missing.count, reserving: 16 + missing.count * 48)
-        for index in missing { command.append(keys[index]) }
-        var bytes = command.bytes
-        for position in tracked {
-            var ttl = RESPCommand("PTTL", argumentCount: 1)
-            ttl.append(keys[missing[position]])
-            bytes += ttl.bytes
-        }
-        let reply = await pool.submit(bytes, replies: 1 + tracked.count)
-        do throws(CacheStoreError) {
-            var replies = [try reply.get()]
-            if !tracked.isEmpty {
-                guard case .array(let all) = replies[0], all.count == 1 + tracked.count else {
-                    throw StoreCommands.unexpected("MGET and PTTL", replies[0])
+        try await nearCache.get(
+            keys, remote: { (keys) throws(CacheStoreError) in try await remoteGet(keys) },
+            fetch: { (missing, ttlOf) throws(CacheStoreError) in
+                try await NearCacheCore.read(missing, ttlOf: ttlOf) { (commands) throws(CacheStoreError) in
+                    try await pool.submit(pipeline: commands)
                 }
-                replies = all
-            }
-            if case .error(let text) = replies[0] { throw CacheStoreError(.server, text) }
-            guard case .array(let elements) = replies[0], elements.count == missing.count else {
-                throw StoreCommands.unexpected("MGET of \(missing.count) keys", replies[0])
-            }
-            var fills: [(StoreKey, ByteBuffer?, Int64)] = []
-            fills.reserveCapacity(tracked.count)
-            for (offset, index) in missing.enumerated() {
-                values[index] = try Self.value(of: elements[offset], "an MGET element")
-            }
-            for (reply, position) in zip(replies.dropFirst(), tracked) {
-                let index = missing[position]
-                fills.append((storeKeys[index], values[index], Self.milliseconds(of: reply)))
-            }
-            nearCache.finishRead(ticket, fills: fills)
-            return values
-        } catch {
-            nearCache.finishRead(ticket, fills: [])
-            throw error
-        }
-    }
-
-    private static func value(of reply: RESPReply, _ what: String) throws(CacheStoreError) -> ByteBuffer? {
-        switch reply {
-        case .bulk(let value): return value
-        case .null: return nil
-        case .error(let text): throw CacheStoreError(.server, text)
-        default: throw StoreCommands.unexpected(what, reply)
-        }
-    }
-
-    /// A `PTTL` reply in milliseconds; -2 (as for a missing key) when it is not a number, so nothing is kept.
-    private static func milliseconds(of reply: RESPReply) -> Int64 {
-        if case .integer(let value) = reply { return value }
-        return -2
+            })
     }
 }

@@ -153,18 +153,18 @@ public final class RESPStore: CacheStore {
     /// `SET key value [PX ttl]`. A TTL is sent in whole milliseconds, rounded up (at least 1 ms).
     /// - Throws: ``CacheStoreError``.
     public func set(_ key: String, to value: ByteBuffer, ttl: Duration?) async throws(CacheStoreError) {
-        nearCache?.invalidate(written: [key])
-        defer { nearCache?.invalidate(written: [key], count: false) }
-        try StoreCommands.checkSet(try await execute(StoreCommands.set(key, to: value, ttl: ttl)))
+        try await nearCache.writing([key]) { () throws(CacheStoreError) in
+            try StoreCommands.checkSet(try await execute(StoreCommands.set(key, to: value, ttl: ttl)))
+        }
     }
 
     /// `SET key value NX PX ttl`. The TTL is sent in whole milliseconds, rounded up (at least 1 ms).
     /// - Returns: true when the key did not exist and now holds `value`.
     /// - Throws: ``CacheStoreError``.
     public func setIfAbsent(_ key: String, to value: ByteBuffer, ttl: Duration) async throws(CacheStoreError) -> Bool {
-        nearCache?.invalidate(written: [key])
-        defer { nearCache?.invalidate(written: [key], count: false) }
-        return try StoreCommands.stored(bySetIfAbsent: try await execute(StoreCommands.setIfAbsent(key, to: value, ttl: ttl)))
+        return try await nearCache.writing([key]) { () throws(CacheStoreError) in
+            try StoreCommands.stored(bySetIfAbsent: try await execute(StoreCommands.setIfAbsent(key, to: value, ttl: ttl)))
+        }
     }
 
     /// `DEL key…`.
@@ -173,18 +173,18 @@ public final class RESPStore: CacheStore {
     @discardableResult
     public func remove(_ keys: [String]) async throws(CacheStoreError) -> Int {
         guard !keys.isEmpty else { return 0 }
-        nearCache?.invalidate(written: keys)
-        defer { nearCache?.invalidate(written: keys, count: false) }
-        return try StoreCommands.count(removedBy: try await execute(StoreCommands.del(keys)))
+        return try await nearCache.writing(keys) { () throws(CacheStoreError) in
+            try StoreCommands.count(removedBy: try await execute(StoreCommands.del(keys)))
+        }
     }
 
     /// `INCR key`.
     /// - Returns: the incremented value.
     /// - Throws: ``CacheStoreError/Kind/server`` when the value is not an integer; ``CacheStoreError`` otherwise.
     public func increment(_ key: String) async throws(CacheStoreError) -> Int {
-        nearCache?.invalidate(written: [key])
-        defer { nearCache?.invalidate(written: [key], count: false) }
-        return try StoreCommands.value(ofIncr: try await execute(StoreCommands.incr(key)))
+        return try await nearCache.writing([key]) { () throws(CacheStoreError) in
+            try StoreCommands.value(ofIncr: try await execute(StoreCommands.incr(key)))
+        }
     }
 
     /// Fails queued and in-flight calls with ``CacheStoreError/Kind/closed``, closes the connections and waits

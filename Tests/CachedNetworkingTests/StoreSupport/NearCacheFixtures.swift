@@ -1,3 +1,4 @@
+import CachedStoreContract
 import CachedTestSupport
 import CoreMetrics
 import Foundation
@@ -121,15 +122,7 @@ extension RESPStore {
 
     /// Reads `key` until the near cache holds it (a hit), so that the next change must come by invalidation.
     func readUntilNearHit(_ key: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> ByteBuffer? {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            let hits = near.hits
-            let value = try await get(key)
-            if near.hits > hits { return value }
-            try await Task.sleep(for: .milliseconds(2))
-        }
-        Issue.record("\(key) never came from the near cache: \(near)", sourceLocation: sourceLocation)
-        throw TestEnvironmentError("no near-cache hit")
+        try await CachedStoreContract.readUntilNearHit(key, from: self, hits: { near.hits }, sourceLocation: sourceLocation)
     }
 }
 
@@ -168,12 +161,7 @@ struct LatencyReport {
 func timeUntilGone(
     _ old: ByteBuffer?, key: String, from store: RESPStore, since: ContinuousClock.Instant
 ) async throws -> Duration? {
-    while ContinuousClock.now - since < roundDeadline {
-        let value = try await store.get(key)
-        if value != old { return ContinuousClock.now - since }
-        try await Task.sleep(for: .milliseconds(1))
-    }
-    return nil
+    try await CachedStoreContract.timeUntilGone(old, key: key, from: store, since: since, deadline: roundDeadline)
 }
 
 /// A log handler that keeps messages at warning level and above, for assertions.

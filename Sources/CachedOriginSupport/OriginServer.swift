@@ -7,27 +7,34 @@ import Synchronization
 
 /// A local origin HTTP/1.1 server for the tests: binds 127.0.0.1 on port 0, answers each path from a script,
 /// counts requests, and can delay answers.
-final class OriginServer: Sendable {
+public final class OriginServer: Sendable {
     /// A scripted answer.
-    struct Reply: Sendable {
-        var status: Int = 200
-        var headers: [(String, String)] = []
-        var body: String = ""
-        var delay: Duration? = nil
+    public struct Reply: Sendable {
+        public var status: Int = 200
+        public var headers: [(String, String)] = []
+        public var body: String = ""
+        public var delay: Duration? = nil
+
+        public init(status: Int = 200, headers: [(String, String)] = [], body: String = "", delay: Duration? = nil) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+            self.delay = delay
+        }
     }
 
     /// A request as the origin received it.
-    struct Received: Sendable {
-        var method: String
-        var path: String
-        var headers: [(String, String)]
+    public struct Received: Sendable {
+        public var method: String
+        public var path: String
+        public var headers: [(String, String)]
 
-        func header(_ name: String) -> String? {
+        public func header(_ name: String) -> String? {
             headers.first { $0.0.lowercased() == name.lowercased() }?.1
         }
     }
 
-    typealias Handler = @Sendable (Received) -> Reply
+    public typealias Handler = @Sendable (Received) -> Reply
 
     private struct State {
         var handlers: [String: Handler] = [:]
@@ -38,7 +45,7 @@ final class OriginServer: Sendable {
 
     private let state = Mutex(State())
     private let channel: any Channel
-    let port: Int
+    public let port: Int
 
     private init(channel: any Channel) {
         self.channel = channel
@@ -46,7 +53,7 @@ final class OriginServer: Sendable {
     }
 
     /// Starts a server; stop it with ``stop()``.
-    static func start() async throws -> OriginServer {
+    public static func start() async throws -> OriginServer {
         let box = Mutex<OriginServer?>(nil)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 512)
@@ -67,7 +74,7 @@ final class OriginServer: Sendable {
     }
 
     /// Stops listening and closes every open connection, so that the origin is unreachable.
-    func stop() async {
+    public func stop() async {
         let connections = state.withLock { state -> [any Channel] in
             state.stopped = true
             return state.connections
@@ -85,32 +92,32 @@ final class OriginServer: Sendable {
     }
 
     /// Answers `path` (path and query) with `handler`.
-    func route(_ path: String, _ handler: @escaping Handler) {
+    public func route(_ path: String, _ handler: @escaping Handler) {
         state.withLock { $0.handlers[path] = handler }
     }
 
     /// Answers `path` with `reply` every time.
-    func route(_ path: String, reply: Reply) {
+    public func route(_ path: String, reply: Reply) {
         route(path) { _ in reply }
     }
 
     /// The URL of `path` on this server.
-    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+    public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
     /// A request for `path` on this server.
-    func request(_ path: String, method: HTTPRequest.Method = .get, headers: [(String, String)] = []) -> HTTPRequest {
+    public func request(_ path: String, method: HTTPRequest.Method = .get, headers: [(String, String)] = []) -> HTTPRequest {
         var fields = HTTPFields()
         for (name, value) in headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
         return HTTPRequest(method: method, scheme: "http", authority: "127.0.0.1:\(port)", path: path, headerFields: fields)
     }
 
     /// Requests received for `path` (all methods).
-    func received(_ path: String) -> [Received] {
+    public func received(_ path: String) -> [Received] {
         state.withLock { $0.received.filter { $0.path == path } }
     }
 
     /// How many requests were received for `path`.
-    func count(_ path: String) -> Int { received(path).count }
+    public func count(_ path: String) -> Int { received(path).count }
 
     fileprivate func handle(_ request: Received) -> Reply {
         state.withLock { state in

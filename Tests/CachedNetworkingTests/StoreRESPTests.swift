@@ -98,6 +98,39 @@ struct StoreRESPTests {
         await store.shutdown()
     }
 
+    @Test func aBoundedCallEndsAtItsDeadline() async throws {
+        let silent = try SilentListener()
+        let store = RESPStore(configuration: configuration(port: silent.port) { $0.commandTimeout = .seconds(30) })
+        let start = ContinuousClock.now
+        let result = await StoreCallLimit.bounding(.milliseconds(100)) { () async throws(CacheStoreError) in
+            try await store.get("k")
+        }
+        let elapsed = ContinuousClock.now - start
+        #expect(result.failure?.kind == .timeout, "\(result)")
+        #expect(elapsed >= .milliseconds(90) && elapsed < .seconds(10), "took \(elapsed)")  // not the 30 s socket timeout
+        // Unbounded calls still wait for the socket; a bounded one times out again on its own deadline.
+        let again = await StoreCallLimit.bounding(.milliseconds(50)) { () async throws(CacheStoreError) in
+            try await store.set("k", to: ByteBuffer(), ttl: nil)
+        }
+        #expect(again.failure?.kind == .timeout)
+        await store.shutdown()
+    }
+
+    @Test func aBoundedCallEndsWhenItsTaskIsCancelled() async throws {
+        let silent = try SilentListener()
+        let store = RESPStore(configuration: configuration(port: silent.port) { $0.commandTimeout = .seconds(30) })
+        let call = Task {
+            await StoreCallLimit.bounding(.seconds(30)) { () async throws(CacheStoreError) in try await store.get("k") }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        let start = ContinuousClock.now
+        call.cancel()
+        let result = await call.value
+        #expect(result.failure?.kind == .timeout, "\(result)")
+        #expect(ContinuousClock.now - start < .seconds(10))
+        await store.shutdown()
+    }
+
     @Test func shutdownFailsPendingCallsAsClosed() async throws {
         let silent = try SilentListener()
         let store = RESPStore(configuration: configuration(port: silent.port) {
@@ -345,5 +378,13 @@ struct StoreRESPTests {
         await store.shutdown()
         #expect(store.pool.runningThreadCount == 0)
         server.stop()
+    }
+}
+
+extension Result {
+    /// The error of a failure; nil for a success.
+    fileprivate var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
     }
 }

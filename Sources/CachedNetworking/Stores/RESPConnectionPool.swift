@@ -28,7 +28,7 @@ import Darwin
 /// connection is `shutdown(2)` of its socket during ``shutdown()``, done under the mutex, and a thread
 /// unpublishes its socket under the mutex before closing it, so that a recycled descriptor is never hit.
 final class RESPConnectionPool: @unchecked Sendable {
-    typealias Completion = CheckedContinuation<Result<RESPReply, CacheStoreError>, Never>
+    typealias Completion = PendingStoreCall
 
     struct Request {
         /// One command, or several sent back to back (`replies` of them).
@@ -97,21 +97,44 @@ final class RESPConnectionPool: @unchecked Sendable {
 
     /// Sends `command` (a complete RESP request, or `replies` of them back to back, which go out together on one
     /// connection) and waits for its reply; several replies come as one ``RESPReply/array(_:)``.
+    ///
+    /// Inside a ``StoreCallLimit`` the call returns by the limit's deadline with ``CacheStoreError/Kind/timeout``,
+    /// and at once when its task is cancelled (``StoreDeadlineWatcher`` and the task's cancellation handler resume
+    /// it; the connection thread then drops the command if it has not been sent, or ignores its reply). Outside
+    /// one, only the connection's own timeouts apply.
     func submit(_ command: [UInt8], replies: Int = 1) async -> Result<RESPReply, CacheStoreError> {
-        await withCheckedContinuation { (completion: Completion) in
-            let now = monotonicNanoseconds()
-            let refusal: CacheStoreError? = lock.withLock {
-                if shuttingDown { return CacheStoreError(.closed, "the store was shut down") }
-                guard let index = chooseSlot(now: now) else {
-                    return CacheStoreError(.unreachable, "no connection to the server: \(lastConnectError.message)")
-                }
-                slots[index].queue.append(
-                    Request(command: command, replies: max(1, replies), enqueuedAt: now, completion: completion))
-                lock.signal(index)
-                return nil
+        guard let limit = StoreCallLimit.current else {
+            let call = PendingStoreCall(limit: nil)
+            return await withUnsafeContinuation { continuation in
+                _ = call.start(continuation)
+                enqueue(command, replies: replies, call)
             }
-            if let refusal { completion.resume(returning: .failure(refusal)) }
         }
+        let call = PendingStoreCall(limit: limit)
+        return await withTaskCancellationHandler {
+            await withUnsafeContinuation { continuation in
+                guard call.start(continuation) else { return }
+                StoreDeadlineWatcher.shared.add(call)
+                enqueue(command, replies: replies, call)
+            }
+        } onCancel: {
+            call.resume(returning: .failure(CacheStoreError(.timeout, "cancelled")))
+        }
+    }
+
+    /// Queues `call` on a connection, or fails it at once when none may take it.
+    private func enqueue(_ command: [UInt8], replies: Int, _ call: PendingStoreCall) {
+        let now = monotonicNanoseconds()
+        let refusal: CacheStoreError? = lock.withLock {
+            if shuttingDown { return CacheStoreError(.closed, "the store was shut down") }
+            guard let index = chooseSlot(now: now) else {
+                return CacheStoreError(.unreachable, "no connection to the server: \(lastConnectError.message)")
+            }
+            slots[index].queue.append(Request(command: command, replies: max(1, replies), enqueuedAt: now, completion: call))
+            lock.signal(index)
+            return nil
+        }
+        if let refusal { call.resume(returning: .failure(refusal)) }
     }
 
     /// Must hold `lock`.
@@ -231,7 +254,8 @@ final class RESPConnectionPool: @unchecked Sendable {
                 lock.lock()
                 continue
             }
-            // Take a batch; drop calls that waited longer than a connect and a command may take.
+            // Take a batch; drop calls that waited longer than a connect and a command may take, and calls whose
+            // callers stopped waiting (timed out or cancelled: better not sent at all).
             let now = monotonicNanoseconds()
             var batch: [Request] = []
             var late: [Request] = []
@@ -242,6 +266,8 @@ final class RESPConnectionPool: @unchecked Sendable {
             {
                 if now &- request.enqueuedAt > queueDeadline {
                     late.append(request)
+                } else if request.completion.isFinished {
+                    continue
                 } else {
                     batch.append(request)
                     batchBytes += request.command.count

@@ -36,7 +36,9 @@ import NIOCore
 ///   ``Configuration/maxReconnectDelay``), and while every connection is backing off calls fail at once.
 /// - An error reply becomes ``CacheStoreError/Kind/server`` with the server's text (a failed `AUTH` too); a
 ///   reply of the wrong type becomes ``CacheStoreError/Kind/protocolViolation``.
-/// - Task cancellation does not abort a call: every call ends within the timeouts.
+/// - Task cancellation does not abort a call: every call ends within the timeouts. (Calls made by
+///   ``CachedNetworking`` are bounded by its ``CachedNetworking/Configuration/storeTimeout`` too, and end at once
+///   when the request's task is cancelled: the store enforces that itself, without extra tasks.)
 ///
 /// ## Near cache
 ///
@@ -197,9 +199,13 @@ public final class RESPStore: CacheStore {
 
     // MARK: private
 
+    /// Sends `command` on a pooled connection; an error reply becomes ``CacheStoreError/Kind/server``.
     func execute(_ command: RESPCommand) async throws(CacheStoreError) -> RESPReply {
         let reply = try await pool.submit(command.bytes).get()
         if case .error(let text) = reply { throw CacheStoreError(.server, text) }
         return reply
     }
 }
+
+/// Every call suspends only in ``RESPConnectionPool/submit(_:replies:)``, which honours ``StoreCallLimit``.
+extension RESPStore: DeadlineBoundedCacheStore {}

@@ -237,6 +237,26 @@ struct StoreRESPTests {
         _ = try await offThread { server.stop() }
     }
 
+    /// A call on an idle connection writes its command itself; a large one only partly fits in the socket
+    /// buffer, and the connection's thread must send the rest (and calls queued behind it after it).
+    @Test func aLargeCommandOnAnIdleConnectionArrivesWhole() async throws {
+        let server = try await offThread { try ServerProcess.start(.cached) }
+        let store = RESPStore(configuration: configuration(port: server.port) {
+            $0.poolSize = 1
+            $0.commandTimeout = .seconds(10)
+        })
+        try await store.ping()
+        let large = ByteBuffer(bytes: (0..<(4 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        async let write: Void = store.set("large", to: large, ttl: nil)
+        async let small: Void = store.set("small", to: ByteBuffer(string: "s"), ttl: nil)
+        try await write
+        try await small
+        #expect(try await store.get("large") == large)
+        #expect(try await store.get("small")?.text == "s")
+        await store.shutdown()
+        _ = try await offThread { server.stop() }
+    }
+
     @Test func aServerThatHangsUpMidWriteIsUnreachable() async throws {
         let server = try HangUpServer()
         let store = RESPStore(configuration: configuration(port: server.port) { $0.poolSize = 1 })

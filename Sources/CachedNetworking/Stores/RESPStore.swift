@@ -16,8 +16,10 @@ import NIOCore
 /// The store talks to the server through hiredis's blocking client, each connection owned by a dedicated
 /// thread of the store's (``Configuration/poolSize`` threads). An `async` call encodes its command, hands it
 /// to a connection's queue under a mutex and suspends; the connection's thread writes every command waiting
-/// in its queue at once (pipelining), reads their replies in order and resumes the callers. Blocking calls
-/// therefore never run on Swift concurrency's cooperative threads.
+/// in its queue at once (pipelining), reads their replies in order and resumes the callers. (On Linux a call that
+/// finds its connection idle writes its command itself with a non-blocking `send` before waking the thread, so
+/// that the thread wakes while the server works.) Blocking calls therefore never run on Swift concurrency's
+/// cooperative threads.
 ///
 /// This design was chosen over driving hiredis's reply parser from SwiftNIO channels because it keeps
 /// hiredis on the code path it is built and tested for (its blocking context: connect with a timeout,

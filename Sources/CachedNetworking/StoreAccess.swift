@@ -11,6 +11,9 @@ struct StoreAccess: Sendable {
     let logger: Logger
     /// The store answers without suspending (``ImmediateCacheStore``): its calls skip the timeout race.
     let isImmediate: Bool
+    /// The store bounds its own calls (``DeadlineBoundedCacheStore``): its calls run in the caller's task under a
+    /// ``StoreCallLimit`` instead of racing a timer in tasks of their own.
+    let isDeadlineBounded: Bool
 
     init(store: any CacheStore, timeout: Duration, metrics: CacheMetrics, logger: Logger) {
         self.store = store
@@ -18,6 +21,7 @@ struct StoreAccess: Sendable {
         self.metrics = metrics
         self.logger = logger
         self.isImmediate = store is any ImmediateCacheStore
+        self.isDeadlineBounded = store is any DeadlineBoundedCacheStore
     }
 
     /// The value under `key`; `.failed` when the store failed or timed out.
@@ -59,6 +63,8 @@ struct StoreAccess: Sendable {
             } catch {
                 result = .failure(error)
             }
+        } else if isDeadlineBounded {
+            result = await StoreCallLimit.bounding(timeout, body)
         } else {
             result = await withStoreTimeout(timeout, body)
         }

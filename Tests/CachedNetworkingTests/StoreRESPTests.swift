@@ -98,6 +98,39 @@ struct StoreRESPTests {
         await store.shutdown()
     }
 
+    @Test func aBoundedCallEndsAtItsDeadline() async throws {
+        let silent = try SilentListener()
+        let store = RESPStore(configuration: configuration(port: silent.port) { $0.commandTimeout = .seconds(30) })
+        let start = ContinuousClock.now
+        let result = await StoreCallLimit.bounding(.milliseconds(100)) { () async throws(CacheStoreError) in
+            try await store.get("k")
+        }
+        let elapsed = ContinuousClock.now - start
+        #expect(result.failure?.kind == .timeout, "\(result)")
+        #expect(elapsed >= .milliseconds(90) && elapsed < .seconds(10), "took \(elapsed)")  // not the 30 s socket timeout
+        // Unbounded calls still wait for the socket; a bounded one times out again on its own deadline.
+        let again = await StoreCallLimit.bounding(.milliseconds(50)) { () async throws(CacheStoreError) in
+            try await store.set("k", to: ByteBuffer(), ttl: nil)
+        }
+        #expect(again.failure?.kind == .timeout)
+        await store.shutdown()
+    }
+
+    @Test func aBoundedCallEndsWhenItsTaskIsCancelled() async throws {
+        let silent = try SilentListener()
+        let store = RESPStore(configuration: configuration(port: silent.port) { $0.commandTimeout = .seconds(30) })
+        let call = Task {
+            await StoreCallLimit.bounding(.seconds(30)) { () async throws(CacheStoreError) in try await store.get("k") }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        let start = ContinuousClock.now
+        call.cancel()
+        let result = await call.value
+        #expect(result.failure?.kind == .timeout, "\(result)")
+        #expect(ContinuousClock.now - start < .seconds(10))
+        await store.shutdown()
+    }
+
     @Test func shutdownFailsPendingCallsAsClosed() async throws {
         let silent = try SilentListener()
         let store = RESPStore(configuration: configuration(port: silent.port) {
@@ -200,6 +233,26 @@ struct StoreRESPTests {
         #expect(try await store.get("before") == nil)
         for i in 0..<20 { try await store.set("k\(i)", to: ByteBuffer(string: "\(i)"), ttl: nil) }
         #expect(try await store.get((0..<20).map { "k\($0)" }).map { $0?.text } == (0..<20).map { "\($0)" })
+        await store.shutdown()
+        _ = try await offThread { server.stop() }
+    }
+
+    /// A call on an idle connection writes its command itself; a large one only partly fits in the socket
+    /// buffer, and the connection's thread must send the rest (and calls queued behind it after it).
+    @Test func aLargeCommandOnAnIdleConnectionArrivesWhole() async throws {
+        let server = try await offThread { try ServerProcess.start(.cached) }
+        let store = RESPStore(configuration: configuration(port: server.port) {
+            $0.poolSize = 1
+            $0.commandTimeout = .seconds(10)
+        })
+        try await store.ping()
+        let large = ByteBuffer(bytes: (0..<(4 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        async let write: Void = store.set("large", to: large, ttl: nil)
+        async let small: Void = store.set("small", to: ByteBuffer(string: "s"), ttl: nil)
+        try await write
+        try await small
+        #expect(try await store.get("large") == large)
+        #expect(try await store.get("small")?.text == "s")
         await store.shutdown()
         _ = try await offThread { server.stop() }
     }
@@ -345,5 +398,13 @@ struct StoreRESPTests {
         await store.shutdown()
         #expect(store.pool.runningThreadCount == 0)
         server.stop()
+    }
+}
+
+extension Result {
+    /// The error of a failure; nil for a success.
+    fileprivate var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
     }
 }

@@ -145,14 +145,16 @@ final class HiredisConnection {
         let error: CacheStoreError
     }
 
-    /// Writes every command of `batch`, then reads their replies in order, resuming each request as its replies
+    /// Writes every command of `batch` (the part its caller has not written already), then reads their replies in order, resuming each request as its replies
     /// arrive (its last reply, or its first error reply). Blocks.
     /// - Returns: nil when every request got its reply; otherwise the failure, after which the connection
     ///   must be discarded and the requests from `firstFailed` on have not been resumed.
     func send(_ batch: [RESPConnectionPool.Request]) -> BatchFailure? {
-        for request in batch {
+        for request in batch where request.written < request.command.count {
             let status = request.command.withUnsafeBytes { bytes in
-                redisAppendFormattedCommand(context, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count)
+                let unsent = UnsafeRawBufferPointer(rebasing: bytes[request.written...])
+                return redisAppendFormattedCommand(
+                    context, unsent.baseAddress?.assumingMemoryBound(to: CChar.self), unsent.count)
             }
             if status != REDIS_OK {
                 return BatchFailure(firstFailed: 0, error: CacheStoreError(.unreachable, "cannot queue a command: \(errorText)"))

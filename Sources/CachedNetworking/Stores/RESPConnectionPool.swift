@@ -18,6 +18,11 @@ import Darwin
 /// the pipeline depth), writes it in one go, reads the replies in order and resumes each caller as its reply
 /// arrives. All blocking — DNS, connect, socket reads and writes — happens on these threads.
 ///
+/// One shortcut: a call that finds its connection idle (connected, nothing queued or in flight, no hook) writes
+/// its command to the socket itself, without blocking (`MSG_DONTWAIT`, under the mutex), before waking the
+/// connection's thread, so that the thread wakes up while the server works instead of before. The thread then
+/// sends whatever part of the command did not fit and reads the reply as usual. (Linux only.)
+///
 /// Choosing a connection: an idle connected one first; else one that is disconnected and may try again (so
 /// the pool opens connections as load needs them, and retries after an outage); else the connected one with
 /// the shortest queue. When every connection is waiting out its reconnect delay the call fails at once with
@@ -28,13 +33,15 @@ import Darwin
 /// connection is `shutdown(2)` of its socket during ``shutdown()``, done under the mutex, and a thread
 /// unpublishes its socket under the mutex before closing it, so that a recycled descriptor is never hit.
 final class RESPConnectionPool: @unchecked Sendable {
-    typealias Completion = CheckedContinuation<Result<RESPReply, CacheStoreError>, Never>
+    typealias Completion = PendingStoreCall
 
     struct Request {
         /// One command, or several sent back to back (`replies` of them).
         let command: [UInt8]
         /// How many replies `command` gets; more than one are delivered together as an array.
         var replies = 1
+        /// Bytes of `command` the caller already wrote to the socket (the idle-connection shortcut).
+        var written = 0
         let enqueuedAt: UInt64
         let completion: Completion
     }
@@ -97,21 +104,49 @@ final class RESPConnectionPool: @unchecked Sendable {
 
     /// Sends `command` (a complete RESP request, or `replies` of them back to back, which go out together on one
     /// connection) and waits for its reply; several replies come as one ``RESPReply/array(_:)``.
+    ///
+    /// Inside a ``StoreCallLimit`` the call returns by the limit's deadline with ``CacheStoreError/Kind/timeout``,
+    /// and at once when its task is cancelled (``StoreDeadlineWatcher`` and the task's cancellation handler resume
+    /// it; the connection thread then drops the command if it has not been sent, or ignores its reply). Outside
+    /// one, only the connection's own timeouts apply.
     func submit(_ command: [UInt8], replies: Int = 1) async -> Result<RESPReply, CacheStoreError> {
-        await withCheckedContinuation { (completion: Completion) in
-            let now = monotonicNanoseconds()
-            let refusal: CacheStoreError? = lock.withLock {
-                if shuttingDown { return CacheStoreError(.closed, "the store was shut down") }
-                guard let index = chooseSlot(now: now) else {
-                    return CacheStoreError(.unreachable, "no connection to the server: \(lastConnectError.message)")
-                }
-                slots[index].queue.append(
-                    Request(command: command, replies: max(1, replies), enqueuedAt: now, completion: completion))
-                lock.signal(index)
-                return nil
+        guard let limit = StoreCallLimit.current else {
+            let call = PendingStoreCall(limit: nil)
+            return await withUnsafeContinuation { continuation in
+                _ = call.start(continuation)
+                enqueue(command, replies: replies, call)
             }
-            if let refusal { completion.resume(returning: .failure(refusal)) }
         }
+        let call = PendingStoreCall(limit: limit)
+        return await withTaskCancellationHandler {
+            await withUnsafeContinuation { continuation in
+                guard call.start(continuation) else { return }
+                StoreDeadlineWatcher.shared.add(call)
+                enqueue(command, replies: replies, call)
+            }
+        } onCancel: {
+            call.resume(returning: .failure(CacheStoreError(.timeout, "cancelled")))
+        }
+    }
+
+    /// Queues `call` on a connection, or fails it at once when none may take it.
+    private func enqueue(_ command: [UInt8], replies: Int, _ call: PendingStoreCall) {
+        let now = monotonicNanoseconds()
+        let refusal: CacheStoreError? = lock.withLock {
+            if shuttingDown { return CacheStoreError(.closed, "the store was shut down") }
+            guard let index = chooseSlot(now: now) else {
+                return CacheStoreError(.unreachable, "no connection to the server: \(lastConnectError.message)")
+            }
+            var request = Request(command: command, replies: max(1, replies), enqueuedAt: now, completion: call)
+            if hook == nil, slots[index].load == 0, slots[index].socket >= 0, case .connected = slots[index].state {
+                // The thread is not using its context, whose output buffer is empty: the bytes go out in order.
+                request.written = writeWithoutBlocking(command, to: slots[index].socket)
+            }
+            slots[index].queue.append(request)
+            lock.signal(index)
+            return nil
+        }
+        if let refusal { call.resume(returning: .failure(refusal)) }
     }
 
     /// Must hold `lock`.
@@ -231,7 +266,8 @@ final class RESPConnectionPool: @unchecked Sendable {
                 lock.lock()
                 continue
             }
-            // Take a batch; drop calls that waited longer than a connect and a command may take.
+            // Take a batch; drop calls that waited longer than a connect and a command may take, and calls whose
+            // callers stopped waiting (timed out or cancelled: better not sent at all).
             let now = monotonicNanoseconds()
             var batch: [Request] = []
             var late: [Request] = []
@@ -240,8 +276,14 @@ final class RESPConnectionPool: @unchecked Sendable {
                 batch.isEmpty || batchBytes < Self.batchByteLimit,
                 let request = slots[index].queue.popFirst()
             {
-                if now &- request.enqueuedAt > queueDeadline {
+                if request.written > 0 {
+                    // Already (partly) on the wire: its reply comes whatever happens, so it is read in turn.
+                    batch.append(request)
+                    batchBytes += request.command.count
+                } else if now &- request.enqueuedAt > queueDeadline {
                     late.append(request)
+                } else if request.completion.isFinished {
+                    continue
                 } else {
                     batch.append(request)
                     batchBytes += request.command.count
@@ -423,6 +465,17 @@ func monotonicNanoseconds() -> UInt64 {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+}
+
+/// Writes as much of `bytes` to `socket` as fits without blocking (and without raising SIGPIPE); 0 on any error,
+/// which the connection's thread then meets itself. Always 0 where that cannot be done portably.
+private func writeWithoutBlocking(_ bytes: [UInt8], to socket: Int32) -> Int {
+    #if os(Linux) && canImport(Glibc)
+    let sent = bytes.withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL)) }
+    return max(0, sent)
+    #else
+    return 0
+    #endif
 }
 
 /// `shutdown(2)` both directions of `socket`: blocked reads and writes on it return at once.

@@ -16,8 +16,10 @@ import NIOCore
 /// The store talks to the server through hiredis's blocking client, each connection owned by a dedicated
 /// thread of the store's (``Configuration/poolSize`` threads). An `async` call encodes its command, hands it
 /// to a connection's queue under a mutex and suspends; the connection's thread writes every command waiting
-/// in its queue at once (pipelining), reads their replies in order and resumes the callers. Blocking calls
-/// therefore never run on Swift concurrency's cooperative threads.
+/// in its queue at once (pipelining), reads their replies in order and resumes the callers. (On Linux a call that
+/// finds its connection idle writes its command itself with a non-blocking `send` before waking the thread, so
+/// that the thread wakes while the server works.) Blocking calls therefore never run on Swift concurrency's
+/// cooperative threads.
 ///
 /// This design was chosen over driving hiredis's reply parser from SwiftNIO channels because it keeps
 /// hiredis on the code path it is built and tested for (its blocking context: connect with a timeout,
@@ -36,7 +38,9 @@ import NIOCore
 ///   ``Configuration/maxReconnectDelay``), and while every connection is backing off calls fail at once.
 /// - An error reply becomes ``CacheStoreError/Kind/server`` with the server's text (a failed `AUTH` too); a
 ///   reply of the wrong type becomes ``CacheStoreError/Kind/protocolViolation``.
-/// - Task cancellation does not abort a call: every call ends within the timeouts.
+/// - Task cancellation does not abort a call: every call ends within the timeouts. (Calls made by
+///   ``CachedNetworking`` are bounded by its ``CachedNetworking/Configuration/storeTimeout`` too, and end at once
+///   when the request's task is cancelled: the store enforces that itself, without extra tasks.)
 ///
 /// ## Near cache
 ///
@@ -197,9 +201,13 @@ public final class RESPStore: CacheStore {
 
     // MARK: private
 
+    /// Sends `command` on a pooled connection; an error reply becomes ``CacheStoreError/Kind/server``.
     func execute(_ command: RESPCommand) async throws(CacheStoreError) -> RESPReply {
         let reply = try await pool.submit(command.bytes).get()
         if case .error(let text) = reply { throw CacheStoreError(.server, text) }
         return reply
     }
 }
+
+/// Every call suspends only in ``RESPConnectionPool/submit(_:replies:)``, which honours ``StoreCallLimit``.
+extension RESPStore: DeadlineBoundedCacheStore {}

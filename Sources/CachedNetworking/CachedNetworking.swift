@@ -100,8 +100,7 @@ public final class CachedNetworking: Sendable {
         let lookup = await self.lookup(context)
 
         if let found = lookup.entry, policy.base != .reloadIgnoringLocalCacheData {
-            let decision = ReuseDecision.evaluate(
-                stored: found.entry.info, requestDirectives: directives, now: now(), rules: configuration.rules)
+            let decision = ReuseDecision.evaluate(prepared: found.prepared, requestDirectives: directives, now: now())
             if policy.base == .returnCacheDataElseLoad || policy.base == .returnCacheDataDontLoad {
                 metrics.hits.increment()
                 if !decision.isFresh { metrics.staleServed("policy") }
@@ -222,42 +221,48 @@ public final class CachedNetworking: Sendable {
         guard let generation = await currentGeneration() else { return Lookup(entryKey: nil) }
         let entryKey = keys.entryKey(generation: generation, method: context.request.method, uri: context.uri)
         var lookup = Lookup(entryKey: entryKey)
-        guard let read = await store.get(entryKey).value else {
+        let rules = configuration.rules
+        guard let read = await store.getEnvelope(entryKey, rules: rules).value else {
             lookup.entryKey = nil
             return lookup
         }
-        guard let bytes = read else { return lookup }
         let method = context.request.method.rawValue
-        switch CacheEnvelope.decode(bytes) {
-        case .response(let entry) where entry.method == method && entry.uri == context.uri && entry.varyValues.isEmpty:
-            lookup.entry = FoundEntry(entry: entry, key: entryKey)
-        case .varyIndex(let index) where index.method == method && index.uri == context.uri:
-            lookup.index = index
-            let vary = Vary(fieldNames: index.fieldNames)
-            let values = vary.selectingValues(from: context.request.headerFields)
-            let variantKey = CacheKeys.variantKey(
-                entryKey: entryKey, nonce: index.nonce, secondaryKey: vary.secondaryKey(values: values))
-            guard let variantRead = await store.get(variantKey).value else { return lookup }
-            guard let variantBytes = variantRead else {
-                lookup.varyMiss = true
+        switch read {
+        case .missing:
+            return lookup
+        case .found(let decoded):
+            switch decoded.envelope {
+            case .response(let entry) where entry.method == method && entry.uri == context.uri && entry.varyValues.isEmpty:
+                lookup.entry = FoundEntry(entry: entry, key: entryKey, decoded: decoded, rules: rules)
                 return lookup
+            case .varyIndex(let index) where index.method == method && index.uri == context.uri:
+                lookup.index = index
+                let vary = Vary(fieldNames: index.fieldNames)
+                let values = vary.selectingValues(from: context.request.headerFields)
+                let variantKey = CacheKeys.variantKey(
+                    entryKey: entryKey, nonce: index.nonce, secondaryKey: vary.secondaryKey(values: values))
+                guard let variantRead = await store.getEnvelope(variantKey, rules: rules).value else { return lookup }
+                if case .found(let variant) = variantRead, case .response(let entry) = variant.envelope,
+                    entry.method == method, entry.uri == context.uri, entry.varyValues.map(\.0) == vary.fieldNames,
+                    entry.varyValues.map(\.1) == values
+                {
+                    lookup.entry = FoundEntry(entry: entry, key: variantKey, decoded: variant, rules: rules)
+                } else {
+                    if case .missing = variantRead {} else { metrics.corruptEntries.increment() }
+                    lookup.varyMiss = true
+                }
+                return lookup
+            default:
+                break
             }
-            if case .response(let entry) = CacheEnvelope.decode(variantBytes), entry.method == method,
-                entry.uri == context.uri, entry.varyValues.map(\.0) == vary.fieldNames,
-                entry.varyValues.map(\.1) == values
-            {
-                lookup.entry = FoundEntry(entry: entry, key: variantKey)
-            } else {
-                metrics.corruptEntries.increment()
-                lookup.varyMiss = true
-            }
-        default:
-            // Corrupt, foreign, or another URL's entry under a colliding key: a miss; the value is removed so that
-            // it is counted once and replaced by the next store.
-            metrics.corruptEntries.increment()
-            logger.debug("unreadable cache entry read as a miss", metadata: [CachedNetworkingLogKeys.key: "\(entryKey)"])
-            await store.remove([entryKey])
+        case .unreadable:
+            break
         }
+        // Corrupt, foreign, or another URL's entry under a colliding key: a miss; the value is removed so that
+        // it is counted once and replaced by the next store.
+        metrics.corruptEntries.increment()
+        logger.debug("unreadable cache entry read as a miss", metadata: [CachedNetworkingLogKeys.key: "\(entryKey)"])
+        await store.remove([entryKey])
         return lookup
     }
 
@@ -271,7 +276,7 @@ public final class CachedNetworking: Sendable {
         entry: CachedResponse.EntryIdentity?
     ) -> CachedResponse {
         var response = response
-        response.headerFields = status.appended(to: response.headerFields)
+        status.append(to: &response.headerFields)
         logger.debug(
             "answered",
             metadata: [CachedNetworkingLogKeys.cacheStatus: "\(status.headerValue)"]
@@ -291,10 +296,7 @@ public final class CachedNetworking: Sendable {
         for name in decision.fieldsToOmitWhenServed {
             if let fieldName = HTTPField.Name(name) { response.headerFields[fieldName] = nil }
         }
-        let age = AgeCalculation(
-            headerFields: entry.response.headerFields, requestTime: entry.requestTime,
-            responseTime: entry.responseTime, now: now())
-        response.headerFields[.age] = age.headerValue
+        response.headerFields[.age] = String(found.prepared.currentAge(now: now()))
         var member = status ?? CacheStatus(cacheName: configuration.cacheName)
         if status == nil {
             member.hit = true
@@ -304,7 +306,7 @@ public final class CachedNetworking: Sendable {
         metrics.bytes("cache", body.readableBytes)
         return makeResponse(
             response, body: body, source: source, status: member,
-            entry: CachedResponse.EntryIdentity(key: found.key, version: entry.version))
+            entry: CachedResponse.EntryIdentity(key: found.key, version: found.version))
     }
 
     func gatewayTimeout(_ context: RequestContext) -> CachedResponse {
@@ -373,10 +375,30 @@ struct RequestContext: Sendable {
     }
 }
 
-/// A stored response found for a request, and its key.
+/// A stored response found for a request, its key, and what reusing it needs.
 struct FoundEntry: Sendable {
     var entry: StoredEntry
     var key: String
+    /// The entry's reuse facts, prepared with the cache's rules.
+    var prepared: PreparedStoredResponse
+    /// ``StoredEntry/version``.
+    var version: String
+
+    /// `entry`, prepared with `rules`.
+    init(entry: StoredEntry, key: String, rules: CachingRules) {
+        self.entry = entry
+        self.key = key
+        self.prepared = PreparedStoredResponse(entry.info, rules: rules)
+        self.version = entry.version
+    }
+
+    /// `entry` as decoded in `decoded` (prepared with `rules` unless the decoded form has it prepared).
+    init(entry: StoredEntry, key: String, decoded: DecodedEnvelope, rules: CachingRules) {
+        self.entry = entry
+        self.key = key
+        self.prepared = decoded.prepared ?? PreparedStoredResponse(entry.info, rules: rules)
+        self.version = decoded.prepared == nil ? entry.version : decoded.version
+    }
 }
 
 /// What a lookup found.

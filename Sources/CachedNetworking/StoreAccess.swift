@@ -11,6 +11,8 @@ struct StoreAccess: Sendable {
     let logger: Logger
     /// The store answers without suspending (``ImmediateCacheStore``): its calls skip the timeout race.
     let isImmediate: Bool
+    /// The store as a ``DecodedEnvelopeStore``, when it keeps decoded envelopes.
+    let decodedStore: (any DecodedEnvelopeStore)?
 
     init(store: any CacheStore, timeout: Duration, metrics: CacheMetrics, logger: Logger) {
         self.store = store
@@ -18,6 +20,7 @@ struct StoreAccess: Sendable {
         self.metrics = metrics
         self.logger = logger
         self.isImmediate = store is any ImmediateCacheStore
+        self.decodedStore = store as? any DecodedEnvelopeStore
     }
 
     /// The value under `key`; `.failed` when the store failed or timed out.
@@ -62,6 +65,11 @@ struct StoreAccess: Sendable {
         } else {
             result = await withStoreTimeout(timeout, body)
         }
+        return settle(operation, key, result)
+    }
+
+    /// The result of a store call as a ``StoreRead``; a failure is logged and counted.
+    func settle<T: Sendable>(_ operation: String, _ key: String, _ result: Result<T, CacheStoreError>) -> StoreRead<T> {
         switch result {
         case .success(let value):
             return .value(value)

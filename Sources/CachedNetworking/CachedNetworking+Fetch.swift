@@ -62,8 +62,19 @@ extension CachedNetworking {
             }
         }
         let result = await fetchAndStore(context, lookup: lookup, forward: forward, fetchReason: forward == .request ? "reload" : "miss")
-        if let leaseKey { await store.remove([leaseKey]) }
+        if let leaseKey { await releaseLease(leaseKey) }
         return result
+    }
+
+    /// Removes the fetch lease `key`. The fetch runs in the requesting task: when that task was cancelled, a
+    /// store call made from it could give up at once, so the lease is removed from a task of its own.
+    func releaseLease(_ key: String) async {
+        guard Task.isCancelled else {
+            await store.remove([key])
+            return
+        }
+        let store = self.store
+        Task { await store.remove([key]) }
     }
 
     /// A stored response that can answer `context` as it stands (fresh, or stale as allowed), as a hit.

@@ -231,29 +231,28 @@ public final class CachedNetworking: Sendable {
         case .missing:
             return lookup
         case .found(let decoded):
-            switch decoded.envelope {
-            case .response(let entry) where entry.method == method && entry.uri == context.uri && entry.varyValues.isEmpty:
-                lookup.entry = FoundEntry(entry: entry, key: entryKey, decoded: decoded, rules: rules)
-                return lookup
-            case .varyIndex(let index) where index.method == method && index.uri == context.uri:
+            if let response = decoded.response {
+                if response.entry.method == method && response.entry.uri == context.uri && response.entry.varyValues.isEmpty {
+                    lookup.entry = FoundEntry(stored: response, key: entryKey)
+                    return lookup
+                }
+            } else if case .varyIndex(let index) = decoded.envelope, index.method == method, index.uri == context.uri {
                 lookup.index = index
                 let vary = Vary(fieldNames: index.fieldNames)
                 let values = vary.selectingValues(from: context.request.headerFields)
                 let variantKey = CacheKeys.variantKey(
                     entryKey: entryKey, nonce: index.nonce, secondaryKey: vary.secondaryKey(values: values))
                 guard let variantRead = await store.getEnvelope(variantKey, rules: rules).value else { return lookup }
-                if case .found(let variant) = variantRead, case .response(let entry) = variant.envelope,
-                    entry.method == method, entry.uri == context.uri, entry.varyValues.map(\.0) == vary.fieldNames,
-                    entry.varyValues.map(\.1) == values
+                if case .found(let variant) = variantRead, let response = variant.response,
+                    response.entry.method == method, response.entry.uri == context.uri,
+                    response.entry.varyValues.map(\.0) == vary.fieldNames, response.entry.varyValues.map(\.1) == values
                 {
-                    lookup.entry = FoundEntry(entry: entry, key: variantKey, decoded: variant, rules: rules)
+                    lookup.entry = FoundEntry(stored: response, key: variantKey)
                 } else {
                     if case .missing = variantRead {} else { metrics.corruptEntries.increment() }
                     lookup.varyMiss = true
                 }
                 return lookup
-            default:
-                break
             }
         case .unreadable:
             break
@@ -291,7 +290,7 @@ public final class CachedNetworking: Sendable {
         source: CachedResponse.Source,
         status: CacheStatus? = nil
     ) -> CachedResponse {
-        let entry = found.entry
+        let entry = found.stored.entry
         var response = entry.response
         for name in decision.fieldsToOmitWhenServed {
             if let fieldName = HTTPField.Name(name) { response.headerFields[fieldName] = nil }
@@ -377,27 +376,22 @@ struct RequestContext: Sendable {
 
 /// A stored response found for a request, its key, and what reusing it needs.
 struct FoundEntry: Sendable {
-    var entry: StoredEntry
+    /// The entry with its reuse facts, prepared with the cache's rules.
+    let stored: PreparedEntry
     var key: String
-    /// The entry's reuse facts, prepared with the cache's rules.
-    var prepared: PreparedStoredResponse
-    /// ``StoredEntry/version``.
-    var version: String
+
+    var entry: StoredEntry { stored.entry }
+    var prepared: PreparedStoredResponse { stored.prepared }
+    var version: String { stored.version }
+
+    init(stored: PreparedEntry, key: String) {
+        self.stored = stored
+        self.key = key
+    }
 
     /// `entry`, prepared with `rules`.
     init(entry: StoredEntry, key: String, rules: CachingRules) {
-        self.entry = entry
-        self.key = key
-        self.prepared = PreparedStoredResponse(entry.info, rules: rules)
-        self.version = entry.version
-    }
-
-    /// `entry` as decoded in `decoded` (prepared with `rules` unless the decoded form has it prepared).
-    init(entry: StoredEntry, key: String, decoded: DecodedEnvelope, rules: CachingRules) {
-        self.entry = entry
-        self.key = key
-        self.prepared = decoded.prepared ?? PreparedStoredResponse(entry.info, rules: rules)
-        self.version = decoded.prepared == nil ? entry.version : decoded.version
+        self.init(stored: PreparedEntry(entry, rules: rules), key: key)
     }
 }
 

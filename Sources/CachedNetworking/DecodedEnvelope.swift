@@ -10,10 +10,9 @@ import NIOCore
 /// Immutable, so that any number of requests may share it.
 final class DecodedEnvelope: Sendable {
     let envelope: CacheEnvelope
-    /// For a response: its reuse facts, prepared with the rules of the cache that decoded or wrote it.
-    let prepared: PreparedStoredResponse?
-    /// For a response: ``StoredEntry/version``.
-    let version: String
+    /// For a response: the entry with its reuse facts (the same entry as in `envelope`, reachable without
+    /// copying it out of the enum).
+    let response: PreparedEntry?
 
     /// Decodes nothing: `envelope` is prepared with `rules`.
     convenience init(_ envelope: CacheEnvelope, rules: CachingRules) {
@@ -27,8 +26,11 @@ final class DecodedEnvelope: Sendable {
     /// `envelope` with its response's reuse facts, `prepared` (nil for a `Vary` index).
     init(_ envelope: CacheEnvelope, prepared: PreparedStoredResponse?) {
         self.envelope = envelope
-        self.prepared = prepared
-        if case .response(let entry) = envelope { version = entry.version } else { version = "" }
+        if case .response(let entry) = envelope, let prepared {
+            response = PreparedEntry(entry, prepared: prepared)
+        } else {
+            response = nil
+        }
     }
 
     /// The envelope encoded, and its decoded form sharing the encoded body bytes (so that a store keeping both
@@ -40,6 +42,27 @@ final class DecodedEnvelope: Sendable {
         let length = entry.body.readableBytes
         if let shared = bytes.getSlice(at: bytes.writerIndex - 8 - length, length: length) { entry.body = shared }
         return (bytes, DecodedEnvelope(.response(entry), prepared: prepared))
+    }
+}
+
+/// A stored response with its reuse facts and version, worked out once. A class, so that a hit passes one
+/// reference around instead of copying every field of the entry.
+final class PreparedEntry: Sendable {
+    let entry: StoredEntry
+    /// The entry's reuse facts, prepared with the rules of the cache that decoded or wrote it.
+    let prepared: PreparedStoredResponse
+    /// ``StoredEntry/version``.
+    let version: String
+
+    init(_ entry: StoredEntry, prepared: PreparedStoredResponse) {
+        self.entry = entry
+        self.prepared = prepared
+        self.version = entry.version
+    }
+
+    /// `entry`, prepared with `rules`.
+    convenience init(_ entry: StoredEntry, rules: CachingRules) {
+        self.init(entry, prepared: PreparedStoredResponse(entry.info, rules: rules))
     }
 }
 
@@ -78,7 +101,7 @@ extension StoreAccess {
             }
             return settle("get", key, result).map { found in
                 guard let found else { return .missing }
-                if let decoded = found.decoded, decoded.prepared?.isPrepared(for: rules) ?? true {
+                if let decoded = found.decoded, decoded.response?.prepared.isPrepared(for: rules) ?? true {
                     return .found(decoded)
                 }
                 return Self.decode(found.value, rules: rules)

@@ -35,7 +35,7 @@ enum CacheEnvelope: Sendable, Equatable {
     }
 
     func encoded() -> ByteBuffer {
-        var buffer = ByteBuffer()
+        var buffer = ByteBufferAllocator().buffer(capacity: estimatedSize)
         buffer.writeBytes(Self.magic)
         buffer.writeInteger(Self.formatVersion)
         switch self {
@@ -75,6 +75,16 @@ enum CacheEnvelope: Sendable, Equatable {
         hasher.combine(buffer.readableBytesView)
         buffer.writeInteger(hasher.value)
         return buffer
+    }
+
+    /// About the encoded size, so that encoding allocates once: the body and the header fields' bytes plus their
+    /// length prefixes.
+    private var estimatedSize: Int {
+        guard case .response(let entry) = self else { return 256 }
+        var size = 128 + entry.method.utf8.count + entry.uri.utf8.count + entry.body.readableBytes
+        for (name, value) in entry.varyValues { size += 7 + name.utf8.count + (value?.utf8.count ?? 0) }
+        for field in entry.response.headerFields { size += 6 + field.name.rawName.utf8.count + field.value.utf8.count }
+        return size
     }
 
     static func decode(_ input: ByteBuffer) -> CacheEnvelope? {
@@ -207,9 +217,14 @@ extension StoredEntry: Equatable {
 
 extension ByteBuffer {
     fileprivate mutating func writeString16(_ string: String) {
-        let bytes = Array(string.utf8.prefix(Int(UInt16.max)))
-        writeInteger(UInt16(bytes.count))
-        writeBytes(bytes)
+        let length = string.utf8.count
+        guard length > Int(UInt16.max) else {
+            writeInteger(UInt16(length))
+            writeString(string)
+            return
+        }
+        writeInteger(UInt16.max)
+        writeBytes(string.utf8.prefix(Int(UInt16.max)))
     }
 
     fileprivate mutating func writeString32(_ string: String) {

@@ -72,7 +72,7 @@ enum CacheEnvelope: Sendable, Equatable {
             for name in index.fieldNames { buffer.writeString16(name) }
         }
         var hasher = FNV1a64()
-        hasher.combine(buffer.readableBytesView)
+        buffer.withUnsafeReadableBytes { hasher.combine($0) }
         buffer.writeInteger(hasher.value)
         return buffer
     }
@@ -90,7 +90,7 @@ enum CacheEnvelope: Sendable, Equatable {
     static func decode(_ input: ByteBuffer) -> CacheEnvelope? {
         guard input.readableBytes >= magic.count + 2 + 8 else { return nil }
         var hasher = FNV1a64()
-        hasher.combine(input.readableBytesView.dropLast(8))
+        input.withUnsafeReadableBytes { hasher.combine(UnsafeRawBufferPointer(rebasing: $0.dropLast(8))) }
         guard input.getInteger(at: input.writerIndex - 8, as: UInt64.self) == hasher.value else { return nil }
         var buffer = input.getSlice(at: input.readerIndex, length: input.readableBytes - 8) ?? ByteBuffer()
         guard buffer.readBytes(length: magic.count) == magic,

@@ -6,11 +6,24 @@ struct FNV1a64 {
     private(set) var value: UInt64 = 0xcbf2_9ce4_8422_2325
 
     mutating func combine(_ bytes: some Sequence<UInt8>) {
+        // Contiguous bytes (a String's UTF-8, a ByteBuffer's view) go through the pointer loop.
+        if bytes.withContiguousStorageIfAvailable({ combine(UnsafeRawBufferPointer($0)) }) != nil { return }
         for byte in bytes {
             value ^= UInt64(byte)
-            value &*= 0x0000_0100_0000_01b3
+            value &*= Self.prime
         }
     }
+
+    mutating func combine(_ bytes: UnsafeRawBufferPointer) {
+        var value = self.value
+        for byte in bytes {
+            value ^= UInt64(byte)
+            value &*= Self.prime
+        }
+        self.value = value
+    }
+
+    private static let prime: UInt64 = 0x0000_0100_0000_01b3
 
     static func hash(_ text: String) -> UInt64 {
         var hasher = FNV1a64()

@@ -174,10 +174,11 @@ public struct PreparedStoredResponse: Sendable, Hashable {
     /// Prepares `stored` for reuse decisions under `rules`.
     public init(_ stored: StoredResponseInfo, rules: CachingRules = CachingRules()) {
         info = stored
-        directives = ResponseCacheControl(stored.response.headerFields)
+        let directives = ResponseCacheControl(stored.response.headerFields)
+        self.directives = directives
         freshnessLifetime =
             stored.lifetimeOverride.map { FreshnessLifetime(seconds: $0, source: .override) }
-            ?? FreshnessLifetime.of(stored.response, responseTime: stored.responseTime, rules: rules)
+            ?? FreshnessLifetime.of(stored.response, directives: directives, responseTime: stored.responseTime, rules: rules)
         correctedInitialAge = AgeCalculation(
             headerFields: stored.response.headerFields,
             requestTime: stored.requestTime,

@@ -41,13 +41,15 @@ final class SingleFlight<Value: Sendable>: Sendable {
     private final class Flight: Sendable {
         private struct State {
             var outcome: (value: Value, leaderCancelled: Bool)?
-            var waiters: [CheckedContinuation<(Value, Bool), Never>] = []
+            /// Resumed exactly once each, by ``finish(_:leaderCancelled:)`` (unchecked continuations: a checked
+            /// one allocates a box per waiter, a thousand of them in a herd).
+            var waiters: [UnsafeContinuation<(Value, Bool), Never>] = []
         }
         private let state = Mutex(State())
 
         /// The value, once the leader has it, and whether the leader's task had been cancelled.
         func wait() async -> (Value, Bool) {
-            await withCheckedContinuation { continuation in
+            await withUnsafeContinuation { continuation in
                 let outcome = state.withLock { state -> (Value, Bool)? in
                     if let outcome = state.outcome { return outcome }
                     state.waiters.append(continuation)

@@ -35,7 +35,7 @@ enum CacheEnvelope: Sendable, Equatable {
     }
 
     func encoded() -> ByteBuffer {
-        var buffer = ByteBuffer()
+        var buffer = ByteBufferAllocator().buffer(capacity: estimatedSize)
         buffer.writeBytes(Self.magic)
         buffer.writeInteger(Self.formatVersion)
         switch self {
@@ -72,15 +72,25 @@ enum CacheEnvelope: Sendable, Equatable {
             for name in index.fieldNames { buffer.writeString16(name) }
         }
         var hasher = FNV1a64()
-        hasher.combine(buffer.readableBytesView)
+        buffer.withUnsafeReadableBytes { hasher.combine($0) }
         buffer.writeInteger(hasher.value)
         return buffer
+    }
+
+    /// About the encoded size, so that encoding allocates once: the body and the header fields' bytes plus their
+    /// length prefixes.
+    private var estimatedSize: Int {
+        guard case .response(let entry) = self else { return 256 }
+        var size = 128 + entry.method.utf8.count + entry.uri.utf8.count + entry.body.readableBytes
+        for (name, value) in entry.varyValues { size += 7 + name.utf8.count + (value?.utf8.count ?? 0) }
+        for field in entry.response.headerFields { size += 6 + field.name.rawName.utf8.count + field.value.utf8.count }
+        return size
     }
 
     static func decode(_ input: ByteBuffer) -> CacheEnvelope? {
         guard input.readableBytes >= magic.count + 2 + 8 else { return nil }
         var hasher = FNV1a64()
-        hasher.combine(input.readableBytesView.dropLast(8))
+        input.withUnsafeReadableBytes { hasher.combine(UnsafeRawBufferPointer(rebasing: $0.dropLast(8))) }
         guard input.getInteger(at: input.writerIndex - 8, as: UInt64.self) == hasher.value else { return nil }
         var buffer = input.getSlice(at: input.readerIndex, length: input.readableBytes - 8) ?? ByteBuffer()
         guard buffer.readBytes(length: magic.count) == magic,
@@ -207,9 +217,14 @@ extension StoredEntry: Equatable {
 
 extension ByteBuffer {
     fileprivate mutating func writeString16(_ string: String) {
-        let bytes = Array(string.utf8.prefix(Int(UInt16.max)))
-        writeInteger(UInt16(bytes.count))
-        writeBytes(bytes)
+        let length = string.utf8.count
+        guard length > Int(UInt16.max) else {
+            writeInteger(UInt16(length))
+            writeString(string)
+            return
+        }
+        writeInteger(UInt16.max)
+        writeBytes(string.utf8.prefix(Int(UInt16.max)))
     }
 
     fileprivate mutating func writeString32(_ string: String) {

@@ -62,16 +62,26 @@ extension CachedNetworking {
             }
         }
         let result = await fetchAndStore(context, lookup: lookup, forward: forward, fetchReason: forward == .request ? "reload" : "miss")
-        if let leaseKey { await store.remove([leaseKey]) }
+        if let leaseKey { await releaseLease(leaseKey) }
         return result
+    }
+
+    /// Removes the fetch lease `key`. The fetch runs in the requesting task: when that task was cancelled, a
+    /// store call made from it could give up at once, so the lease is removed from a task of its own.
+    func releaseLease(_ key: String) async {
+        guard Task.isCancelled else {
+            await store.remove([key])
+            return
+        }
+        let store = self.store
+        Task { await store.remove([key]) }
     }
 
     /// A stored response that can answer `context` as it stands (fresh, or stale as allowed), as a hit.
     func usableStored(_ context: RequestContext, source: CachedResponse.Source = .cache, collapsed: Bool = false) async -> FlightOutcome? {
         let again = await lookup(context)
         guard let found = again.entry else { return nil }
-        let decision = ReuseDecision.evaluate(
-            stored: found.entry.info, requestDirectives: context.directives, now: now(), rules: configuration.rules)
+        let decision = ReuseDecision.evaluate(prepared: found.prepared, requestDirectives: context.directives, now: now())
         guard decision.action == .serveFresh || decision.action == .serveStale else { return nil }
         metrics.hits.increment()
         var member = CacheStatus(cacheName: configuration.cacheName)
@@ -162,19 +172,6 @@ extension CachedNetworking {
         }
         guard answer.body.readableBytes <= configuration.maximumStoredBodySize else { return (nil, true) }
         let override = configuration.lifetimeOverride(for: context.request).map { Int($0.components.seconds) }
-        let lifetime = override ?? FreshnessLifetime.of(cleaned, responseTime: responseTime, rules: configuration.rules).seconds
-        let initialAge = AgeCalculation(
-            headerFields: cleaned.headerFields, requestTime: requestTime, responseTime: responseTime, now: responseTime
-        ).currentAge
-        let directives = ResponseCacheControl(cleaned.headerFields)
-        let remaining = max(0, lifetime - initialAge)
-        let staleWindows = max(directives.staleWhileRevalidate ?? 0, directives.staleIfError ?? 0)
-        let hasValidator = cleaned.headerFields[.eTag] != nil || cleaned.headerFields[.lastModified] != nil
-        // A response that is already stale, cannot be validated and has no stale window is of no use.
-        guard remaining > 0 || staleWindows > 0 || hasValidator else { return (nil, true) }
-        let ttlSeconds = remaining + staleWindows + Int(configuration.staleRetention.components.seconds)
-        let ttl = Duration.seconds(ttlSeconds)
-
         let vary = Vary(cleaned.headerFields)
         let values = vary?.selectingValues(from: context.request.headerFields) ?? []
         let entry = StoredEntry(
@@ -188,6 +185,20 @@ extension CachedNetworking {
             responseTime: responseTime,
             lifetimeOverride: override
         )
+        // The lifetime, the initial age and the directives, worked out once: for the TTL here, and kept with the
+        // entry by a store that keeps decoded entries.
+        let prepared = PreparedStoredResponse(entry.info, rules: configuration.rules)
+        let lifetime = prepared.freshnessLifetime.seconds
+        let initialAge = prepared.correctedInitialAge
+        let directives = prepared.directives
+        let remaining = max(0, lifetime - initialAge)
+        let staleWindows = max(directives.staleWhileRevalidate ?? 0, directives.staleIfError ?? 0)
+        let hasValidator = cleaned.headerFields[.eTag] != nil || cleaned.headerFields[.lastModified] != nil
+        // A response that is already stale, cannot be validated and has no stale window is of no use.
+        guard remaining > 0 || staleWindows > 0 || hasValidator else { return (nil, true) }
+        let ttlSeconds = remaining + staleWindows + Int(configuration.staleRetention.components.seconds)
+        let ttl = Duration.seconds(ttlSeconds)
+
         var key = entryKey
         if let vary {
             let nonce: UInt64
@@ -198,13 +209,13 @@ extension CachedNetworking {
                 let index = CacheEnvelope.VaryIndex(
                     nonce: nonce, method: entry.method, uri: entry.uri, fieldNames: vary.fieldNames)
                 let indexTTL = max(ttl, configuration.varyIndexLifetime)
-                guard await store.set(entryKey, CacheEnvelope.varyIndex(index).encoded(), ttl: indexTTL) else {
+                guard await store.setEnvelope(entryKey, .varyIndex(index), prepared: nil, ttl: indexTTL) else {
                     return (nil, true)
                 }
             }
             key = CacheKeys.variantKey(entryKey: entryKey, nonce: nonce, secondaryKey: vary.secondaryKey(values: values))
         }
-        guard await store.set(key, CacheEnvelope.response(entry).encoded(), ttl: ttl) else { return (nil, true) }
+        guard await store.setEnvelope(key, .response(entry), prepared: prepared, ttl: ttl) else { return (nil, true) }
         metrics.stores.increment()
         return (CachedResponse.EntryIdentity(key: key, version: entry.version), true)
     }
@@ -268,10 +279,11 @@ extension CachedNetworking {
             var member = CacheStatus(cacheName: configuration.cacheName)
             member.forward = forward
             member.forwardStatus = 304
-            let newDecision = ReuseDecision.evaluate(stored: updated.info, requestDirectives: RequestCacheControl(), now: now(), rules: configuration.rules)
+            let updatedFound = FoundEntry(entry: updated, key: stored.entry?.key ?? found.key, rules: configuration.rules)
+            let newDecision = ReuseDecision.evaluate(
+                prepared: updatedFound.prepared, requestDirectives: RequestCacheControl(), now: now())
             let served = serveStored(
-                FoundEntry(entry: updated, key: stored.entry?.key ?? found.key), context: context, decision: newDecision,
-                source: .revalidated, status: member)
+                updatedFound, context: context, decision: newDecision, source: .revalidated, status: member)
             var response = served.response
             response.headerFields[.cacheStatus] = updated.response.headerFields[.cacheStatus]
             return .success(
@@ -341,7 +353,7 @@ extension CachedNetworking {
                 return
             }
             let decision = ReuseDecision.evaluate(
-                stored: found.entry.info, requestDirectives: RequestCacheControl(), now: self.now(), rules: self.configuration.rules)
+                prepared: found.prepared, requestDirectives: RequestCacheControl(), now: self.now())
             let result = await self.revalidate(
                 found, decision: decision, context: refreshContext, lookup: lookup, fetchReason: "refresh")
             if case .failure(let error) = result {

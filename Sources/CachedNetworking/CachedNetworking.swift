@@ -100,8 +100,7 @@ public final class CachedNetworking: Sendable {
         let lookup = await self.lookup(context)
 
         if let found = lookup.entry, policy.base != .reloadIgnoringLocalCacheData {
-            let decision = ReuseDecision.evaluate(
-                stored: found.entry.info, requestDirectives: directives, now: now(), rules: configuration.rules)
+            let decision = ReuseDecision.evaluate(prepared: found.prepared, requestDirectives: directives, now: now())
             if policy.base == .returnCacheDataElseLoad || policy.base == .returnCacheDataDontLoad {
                 metrics.hits.increment()
                 if !decision.isFresh { metrics.staleServed("policy") }
@@ -222,42 +221,47 @@ public final class CachedNetworking: Sendable {
         guard let generation = await currentGeneration() else { return Lookup(entryKey: nil) }
         let entryKey = keys.entryKey(generation: generation, method: context.request.method, uri: context.uri)
         var lookup = Lookup(entryKey: entryKey)
-        guard let read = await store.get(entryKey).value else {
+        let rules = configuration.rules
+        guard let read = await store.getEnvelope(entryKey, rules: rules).value else {
             lookup.entryKey = nil
             return lookup
         }
-        guard let bytes = read else { return lookup }
         let method = context.request.method.rawValue
-        switch CacheEnvelope.decode(bytes) {
-        case .response(let entry) where entry.method == method && entry.uri == context.uri && entry.varyValues.isEmpty:
-            lookup.entry = FoundEntry(entry: entry, key: entryKey)
-        case .varyIndex(let index) where index.method == method && index.uri == context.uri:
-            lookup.index = index
-            let vary = Vary(fieldNames: index.fieldNames)
-            let values = vary.selectingValues(from: context.request.headerFields)
-            let variantKey = CacheKeys.variantKey(
-                entryKey: entryKey, nonce: index.nonce, secondaryKey: vary.secondaryKey(values: values))
-            guard let variantRead = await store.get(variantKey).value else { return lookup }
-            guard let variantBytes = variantRead else {
-                lookup.varyMiss = true
+        switch read {
+        case .missing:
+            return lookup
+        case .found(let decoded):
+            if let response = decoded.response {
+                if response.entry.method == method && response.entry.uri == context.uri && response.entry.varyValues.isEmpty {
+                    lookup.entry = FoundEntry(stored: response, key: entryKey)
+                    return lookup
+                }
+            } else if case .varyIndex(let index) = decoded.envelope, index.method == method, index.uri == context.uri {
+                lookup.index = index
+                let vary = Vary(fieldNames: index.fieldNames)
+                let values = vary.selectingValues(from: context.request.headerFields)
+                let variantKey = CacheKeys.variantKey(
+                    entryKey: entryKey, nonce: index.nonce, secondaryKey: vary.secondaryKey(values: values))
+                guard let variantRead = await store.getEnvelope(variantKey, rules: rules).value else { return lookup }
+                if case .found(let variant) = variantRead, let response = variant.response,
+                    response.entry.method == method, response.entry.uri == context.uri,
+                    response.entry.varyValues.map(\.0) == vary.fieldNames, response.entry.varyValues.map(\.1) == values
+                {
+                    lookup.entry = FoundEntry(stored: response, key: variantKey)
+                } else {
+                    if case .missing = variantRead {} else { metrics.corruptEntries.increment() }
+                    lookup.varyMiss = true
+                }
                 return lookup
             }
-            if case .response(let entry) = CacheEnvelope.decode(variantBytes), entry.method == method,
-                entry.uri == context.uri, entry.varyValues.map(\.0) == vary.fieldNames,
-                entry.varyValues.map(\.1) == values
-            {
-                lookup.entry = FoundEntry(entry: entry, key: variantKey)
-            } else {
-                metrics.corruptEntries.increment()
-                lookup.varyMiss = true
-            }
-        default:
-            // Corrupt, foreign, or another URL's entry under a colliding key: a miss; the value is removed so that
-            // it is counted once and replaced by the next store.
-            metrics.corruptEntries.increment()
-            logger.debug("unreadable cache entry read as a miss", metadata: [CachedNetworkingLogKeys.key: "\(entryKey)"])
-            await store.remove([entryKey])
+        case .unreadable:
+            break
         }
+        // Corrupt, foreign, or another URL's entry under a colliding key: a miss; the value is removed so that
+        // it is counted once and replaced by the next store.
+        metrics.corruptEntries.increment()
+        logger.debug("unreadable cache entry read as a miss", metadata: [CachedNetworkingLogKeys.key: "\(entryKey)"])
+        await store.remove([entryKey])
         return lookup
     }
 
@@ -271,7 +275,7 @@ public final class CachedNetworking: Sendable {
         entry: CachedResponse.EntryIdentity?
     ) -> CachedResponse {
         var response = response
-        response.headerFields = status.appended(to: response.headerFields)
+        status.append(to: &response.headerFields)
         logger.debug(
             "answered",
             metadata: [CachedNetworkingLogKeys.cacheStatus: "\(status.headerValue)"]
@@ -286,15 +290,12 @@ public final class CachedNetworking: Sendable {
         source: CachedResponse.Source,
         status: CacheStatus? = nil
     ) -> CachedResponse {
-        let entry = found.entry
+        let entry = found.stored.entry
         var response = entry.response
         for name in decision.fieldsToOmitWhenServed {
             if let fieldName = HTTPField.Name(name) { response.headerFields[fieldName] = nil }
         }
-        let age = AgeCalculation(
-            headerFields: entry.response.headerFields, requestTime: entry.requestTime,
-            responseTime: entry.responseTime, now: now())
-        response.headerFields[.age] = age.headerValue
+        response.headerFields[.age] = String(found.prepared.currentAge(now: now()))
         var member = status ?? CacheStatus(cacheName: configuration.cacheName)
         if status == nil {
             member.hit = true
@@ -304,7 +305,7 @@ public final class CachedNetworking: Sendable {
         metrics.bytes("cache", body.readableBytes)
         return makeResponse(
             response, body: body, source: source, status: member,
-            entry: CachedResponse.EntryIdentity(key: found.key, version: entry.version))
+            entry: CachedResponse.EntryIdentity(key: found.key, version: found.version))
     }
 
     func gatewayTimeout(_ context: RequestContext) -> CachedResponse {
@@ -373,10 +374,25 @@ struct RequestContext: Sendable {
     }
 }
 
-/// A stored response found for a request, and its key.
+/// A stored response found for a request, its key, and what reusing it needs.
 struct FoundEntry: Sendable {
-    var entry: StoredEntry
+    /// The entry with its reuse facts, prepared with the cache's rules.
+    let stored: PreparedEntry
     var key: String
+
+    var entry: StoredEntry { stored.entry }
+    var prepared: PreparedStoredResponse { stored.prepared }
+    var version: String { stored.version }
+
+    init(stored: PreparedEntry, key: String) {
+        self.stored = stored
+        self.key = key
+    }
+
+    /// `entry`, prepared with `rules`.
+    init(entry: StoredEntry, key: String, rules: CachingRules) {
+        self.init(stored: PreparedEntry(entry, rules: rules), key: key)
+    }
 }
 
 /// What a lookup found.

@@ -14,6 +14,8 @@ struct StoreAccess: Sendable {
     /// The store bounds its own calls (``DeadlineBoundedCacheStore``): its calls run in the caller's task under a
     /// ``StoreCallLimit`` instead of racing a timer in tasks of their own.
     let isDeadlineBounded: Bool
+    /// The store as a ``DecodedEnvelopeStore``, when it keeps decoded envelopes.
+    let decodedStore: (any DecodedEnvelopeStore)?
 
     init(store: any CacheStore, timeout: Duration, metrics: CacheMetrics, logger: Logger) {
         self.store = store
@@ -22,6 +24,7 @@ struct StoreAccess: Sendable {
         self.logger = logger
         self.isImmediate = store is any ImmediateCacheStore
         self.isDeadlineBounded = store is any DeadlineBoundedCacheStore
+        self.decodedStore = store as? any DecodedEnvelopeStore
     }
 
     /// The value under `key`; `.failed` when the store failed or timed out.
@@ -68,6 +71,11 @@ struct StoreAccess: Sendable {
         } else {
             result = await withStoreTimeout(timeout, body)
         }
+        return settle(operation, key, result)
+    }
+
+    /// The result of a store call as a ``StoreRead``; a failure is logged and counted.
+    func settle<T: Sendable>(_ operation: String, _ key: String, _ result: Result<T, CacheStoreError>) -> StoreRead<T> {
         switch result {
         case .success(let value):
             return .value(value)

@@ -2,7 +2,10 @@ public import HTTPTypes
 
 extension HTTPField.Name {
     /// `Cache-Status` (RFC 9211).
-    public static var cacheStatus: Self { HTTPField.Name("Cache-Status")! }
+    public static var cacheStatus: Self { cacheStatusName }
+
+    /// Made once: a name's initializer validates and lowercases it on every call.
+    private static let cacheStatusName = HTTPField.Name("Cache-Status")!
 }
 
 /// One cache's member of a `Cache-Status` header field (RFC 9211): how this cache handled the request.
@@ -83,12 +86,17 @@ public struct CacheStatus: Sendable, Hashable, CustomStringConvertible {
     /// `fields` with this member appended to `Cache-Status` (caches closer to the user come last).
     public func appended(to fields: HTTPFields) -> HTTPFields {
         var result = fields
-        if let existing = fields[.cacheStatus], !existing.isEmpty {
-            result[.cacheStatus] = existing + ", " + headerValue
-        } else {
-            result[.cacheStatus] = headerValue
-        }
+        append(to: &result)
         return result
+    }
+
+    /// Appends this member to the `Cache-Status` of `fields` in place (see ``appended(to:)``).
+    public func append(to fields: inout HTTPFields) {
+        if let existing = fields[.cacheStatus], !existing.isEmpty {
+            fields[.cacheStatus] = existing + ", " + headerValue
+        } else {
+            fields[.cacheStatus] = headerValue
+        }
     }
 
     /// A Structured Fields token when `text` is one, else a quoted string.
@@ -97,13 +105,18 @@ public struct CacheStatus: Sendable, Hashable, CustomStringConvertible {
     }
 
     private static func isToken(_ text: String) -> Bool {
-        guard let first = text.unicodeScalars.first, first.properties.isAlphabetic && first.isASCII || first == "*"
-        else { return false }
-        let allowed = "!#$%&'*+-.^_`|~:/"
-        return text.unicodeScalars.allSatisfy { scalar in
-            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || allowed.unicodeScalars.contains(scalar))
+        // sf-token = ( ALPHA / "*" ) *( tchar / ":" / "/" ), all ASCII: checked byte by byte.
+        guard let first = text.utf8.first, isAlpha(first) || first == UInt8(ascii: "*") else { return false }
+        return text.utf8.allSatisfy { byte in
+            isAlpha(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || tokenPunctuation.contains(byte)
         }
     }
+
+    private static func isAlpha(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
+    }
+
+    private static let tokenPunctuation: [UInt8] = Array("!#$%&'*+-.^_`|~:/".utf8)
 
     private static func quoted(_ text: String) -> String {
         var result = "\""

@@ -63,7 +63,16 @@ public struct FreshnessLifetime: Sendable, Hashable {
         responseTime: Date,
         rules: CachingRules = CachingRules()
     ) -> FreshnessLifetime {
-        let directives = ResponseCacheControl(response.headerFields)
+        of(response, directives: ResponseCacheControl(response.headerFields), responseTime: responseTime, rules: rules)
+    }
+
+    /// ``of(_:responseTime:rules:)`` with the response's `Cache-Control` already parsed.
+    static func of(
+        _ response: HTTPResponse,
+        directives: ResponseCacheControl,
+        responseTime: Date,
+        rules: CachingRules
+    ) -> FreshnessLifetime {
         if let shared = directives.sharedMaxAge { return FreshnessLifetime(seconds: shared, source: .sharedMaxAge) }
         if let maxAge = directives.maxAge { return FreshnessLifetime(seconds: maxAge, source: .maxAge) }
         let date = response.headerFields[.date].flatMap(HTTPDate.parse) ?? responseTime

@@ -14,12 +14,36 @@ public enum CacheURI {
 
     /// The normalized form of a URI from its parts (see ``normalized(_:)``).
     public static func normalized(scheme: String, authority: String, pathAndQuery: String) -> String {
+        if isNormalized(scheme: scheme, authority: authority, pathAndQuery: pathAndQuery) {
+            return scheme + "://" + authority + pathAndQuery
+        }
         let lowerScheme = scheme.lowercased()
         var path = pathAndQuery.isEmpty ? "/" : pathAndQuery
         if let hash = path.firstIndex(of: "#") { path = String(path[..<hash]) }
         if !path.hasPrefix("/") && !path.hasPrefix("?") { path = "/" + path }
         if path.hasPrefix("?") { path = "/" + path }
         return "\(lowerScheme)://\(normalizedAuthority(authority, scheme: lowerScheme))\(uppercasingPercentEncodings(path))"
+    }
+
+    /// Whether the parts are already in normalized form, so that normalizing would only join them (the common
+    /// case, checked byte by byte without building strings): scheme and authority in lower-case ASCII without
+    /// userinfo or a default or empty port, and a path that starts with `/` and has no fragment or
+    /// percent-encoding.
+    private static func isNormalized(scheme: String, authority: String, pathAndQuery: String) -> Bool {
+        func isLowerASCII(_ byte: UInt8) -> Bool { byte < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) }
+        guard scheme.utf8.allSatisfy(isLowerASCII), !authority.isEmpty,
+            authority.utf8.allSatisfy({ isLowerASCII($0) && $0 != UInt8(ascii: "@") }),
+            pathAndQuery.utf8.first == UInt8(ascii: "/"),
+            !pathAndQuery.utf8.contains(where: { $0 == UInt8(ascii: "#") || $0 == UInt8(ascii: "%") })
+        else { return false }
+        // A port, if any, must be one normalization keeps: not empty and not the scheme's default.
+        guard let colon = authority.utf8.lastIndex(of: UInt8(ascii: ":")),
+            !authority.utf8[colon...].contains(UInt8(ascii: "]"))
+        else { return true }
+        let port = authority.utf8[authority.utf8.index(after: colon)...]
+        if port.isEmpty { return false }
+        let defaultPort = scheme == "https" ? "443" : scheme == "http" ? "80" : nil
+        return defaultPort.map { !port.elementsEqual($0.utf8) } ?? true
     }
 
     static func normalizedAuthority(_ authority: String, scheme: String) -> String {

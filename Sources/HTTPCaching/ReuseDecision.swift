@@ -93,16 +93,24 @@ public struct ReuseDecision: Sendable, Hashable {
         now: Date,
         rules: CachingRules = CachingRules()
     ) -> ReuseDecision {
-        let directives = ResponseCacheControl(stored.response.headerFields)
-        let lifetime =
-            stored.lifetimeOverride.map { FreshnessLifetime(seconds: $0, source: .override) }
-            ?? FreshnessLifetime.of(stored.response, responseTime: stored.responseTime, rules: rules)
-        let age = AgeCalculation(
-            headerFields: stored.response.headerFields,
-            requestTime: stored.requestTime,
-            responseTime: stored.responseTime,
-            now: now
-        ).currentAge
+        evaluate(prepared: PreparedStoredResponse(stored, rules: rules), requestDirectives: requestDirectives, now: now)
+    }
+
+    /// Decides as ``evaluate(stored:requestDirectives:now:rules:)`` does, from a stored response whose
+    /// directives, freshness lifetime and initial age were worked out once (see ``PreparedStoredResponse``).
+    /// - Parameters:
+    ///   - prepared: The stored response, prepared with the cache's rules.
+    ///   - requestDirectives: The request's `Cache-Control`.
+    ///   - now: The current time.
+    public static func evaluate(
+        prepared: PreparedStoredResponse,
+        requestDirectives: RequestCacheControl,
+        now: Date
+    ) -> ReuseDecision {
+        let stored = prepared.info
+        let directives = prepared.directives
+        let lifetime = prepared.freshnessLifetime
+        let age = prepared.currentAge(now: now)
         let staleness = max(0, age - lifetime.seconds)
         let fresh = lifetime.seconds > age
         let revalidateWhenStale = directives.requiresRevalidationWhenStale
@@ -139,6 +147,60 @@ public struct ReuseDecision: Sendable, Hashable {
             return decision(.serveStaleWhileRevalidating)
         }
         return decision(.validate)
+    }
+}
+
+/// A stored response with what reuse decisions read from its header fields worked out once: its
+/// `Cache-Control`, its freshness lifetime and its corrected initial age (RFC 9111 §4.2.3), none of which
+/// change while it stays stored. Only the resident time depends on the current time.
+///
+/// A cache that keeps stored responses in memory prepares each once and decides with
+/// ``ReuseDecision/evaluate(prepared:requestDirectives:now:)`` on every hit, instead of parsing the header
+/// fields again.
+public struct PreparedStoredResponse: Sendable, Hashable {
+    /// The stored response.
+    public let info: StoredResponseInfo
+    /// The stored response's `Cache-Control`.
+    public let directives: ResponseCacheControl
+    /// Its freshness lifetime: the override when there is one, else the one its header fields give under the
+    /// rules it was prepared with.
+    public let freshnessLifetime: FreshnessLifetime
+    /// `corrected_initial_age` (RFC 9111 §4.2.3): its age when it was received.
+    public let correctedInitialAge: Int
+    /// The heuristic settings the lifetime was worked out with (they matter only for a heuristic lifetime).
+    private let heuristicFraction: Double
+    private let heuristicLimit: Int
+
+    /// Prepares `stored` for reuse decisions under `rules`.
+    public init(_ stored: StoredResponseInfo, rules: CachingRules = CachingRules()) {
+        info = stored
+        let directives = ResponseCacheControl(stored.response.headerFields)
+        self.directives = directives
+        freshnessLifetime =
+            stored.lifetimeOverride.map { FreshnessLifetime(seconds: $0, source: .override) }
+            ?? FreshnessLifetime.of(stored.response, directives: directives, responseTime: stored.responseTime, rules: rules)
+        correctedInitialAge = AgeCalculation(
+            headerFields: stored.response.headerFields,
+            requestTime: stored.requestTime,
+            responseTime: stored.responseTime,
+            now: stored.responseTime
+        ).correctedInitialAge
+        heuristicFraction = rules.heuristicFraction
+        heuristicLimit = rules.heuristicLimit
+    }
+
+    /// The response's age at `now` in whole seconds (`current_age`, RFC 9111 §4.2.3): what
+    /// ``AgeCalculation/currentAge`` computes from the header fields.
+    public func currentAge(now: Date) -> Int {
+        let residentTime = clampedSeconds(now.timeIntervalSince(info.responseTime))
+        return min(correctedInitialAge + residentTime, maximumDeltaSeconds)
+    }
+
+    /// Whether the preparation holds under `rules`: always, unless the lifetime is heuristic and `rules`
+    /// compute heuristics differently.
+    public func isPrepared(for rules: CachingRules) -> Bool {
+        freshnessLifetime.source != .heuristic
+            || (heuristicFraction == rules.heuristicFraction && heuristicLimit == rules.heuristicLimit)
     }
 }
 

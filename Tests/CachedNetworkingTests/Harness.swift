@@ -17,6 +17,30 @@ let sharedTransport = AsyncHTTPClientTransport(timeout: .seconds(10))
 let impatientTransport = AsyncHTTPClientTransport(timeout: .milliseconds(300))
 
 /// A cache over a local origin, an in-memory store and a manual clock, with recorded metrics.
+/// The tests' cache configuration: `clock` and `metrics`, then `configure`.
+func testConfiguration(
+    clock: ManualCacheClock,
+    metrics: TestMetrics,
+    configure: (inout CachedNetworking.Configuration) -> Void = { _ in }
+) -> CachedNetworking.Configuration {
+    var configuration = CachedNetworking.Configuration()
+    configuration.clock = clock
+    configuration.metricsFactory = metrics
+    configure(&configuration)
+    return configuration
+}
+
+extension OriginServer {
+    /// Answers `path` with `handler`, adding a `Date` of `clock`'s time.
+    func route(_ path: String, dated clock: ManualCacheClock, _ handler: @escaping @Sendable (Received) -> Reply) {
+        route(path) { received in
+            var reply = handler(received)
+            reply.headers.insert(("Date", HTTPDate.format(clock.now())), at: 0)
+            return reply
+        }
+    }
+}
+
 struct Harness {
     let origin: OriginServer
     let clock: ManualCacheClock
@@ -33,10 +57,7 @@ struct Harness {
         let clock = ManualCacheClock()
         let store = InMemoryCacheStore(clock: clock)
         let metrics = TestMetrics()
-        var configuration = CachedNetworking.Configuration()
-        configuration.clock = clock
-        configuration.metricsFactory = metrics
-        configure(&configuration)
+        let configuration = testConfiguration(clock: clock, metrics: metrics, configure: configure)
         let cache = CachedNetworking(store: store, transport: transport, configuration: configuration)
         return Harness(origin: origin, clock: clock, store: store, metrics: metrics, cache: cache, transport: transport)
     }
@@ -59,12 +80,7 @@ struct Harness {
 
     /// Answers `path` with `handler`, adding a `Date` of the clock's time.
     func serve(_ path: String, _ handler: @escaping @Sendable (OriginServer.Received) -> OriginServer.Reply) {
-        let clock = self.clock
-        origin.route(path) { received in
-            var reply = handler(received)
-            reply.headers.insert(("Date", HTTPDate.format(clock.now())), at: 0)
-            return reply
-        }
+        origin.route(path, dated: clock, handler)
     }
 
     func get(

@@ -12,6 +12,28 @@ struct InvalidationTests {
         #expect(CacheURI.normalized(other) == "http://example.com:8080/")
     }
 
+    @Test("URIs already in normal form come out as they went in; others are normalized", arguments: [
+        ("http", "example.com", "/a?b=c", "http://example.com/a?b=c"),
+        ("http", "127.0.0.1:8080", "/x", "http://127.0.0.1:8080/x"),
+        ("http", "example.com:80", "/x", "http://example.com/x"),
+        ("https", "example.com:443", "/x", "https://example.com/x"),
+        ("http", "example.com:443", "/x", "http://example.com:443/x"),
+        ("http", "example.com:", "/x", "http://example.com/x"),
+        ("http", "user@example.com", "/x", "http://example.com/x"),
+        ("http", "Example.com", "/x", "http://example.com/x"),
+        ("Http", "example.com", "/x", "http://example.com/x"),
+        ("http", "[::1]", "/x", "http://[::1]/x"),
+        ("http", "[::1]:80", "/x", "http://[::1]/x"),
+        ("http", "example.com", "/x#frag", "http://example.com/x"),
+        ("http", "example.com", "/x?q=%2f", "http://example.com/x?q=%2F"),
+        ("http", "example.com", "?q", "http://example.com/?q"),
+        ("http", "example.com", "x", "http://example.com/x"),
+        ("http", "exämple.com", "/x", "http://exämple.com/x"),
+    ])
+    func normalFormFastPath(scheme: String, authority: String, path: String, expected: String) {
+        #expect(CacheURI.normalized(scheme: scheme, authority: authority, pathAndQuery: path) == expected)
+    }
+
     @Test("a request without authority has no cache URI")
     func noAuthority() {
         #expect(CacheURI.normalized(HTTPRequest(method: .get, scheme: "https", authority: nil, path: "/")) == nil)

@@ -125,3 +125,48 @@ struct ReuseDecisionTests {
         #expect(decide("max-age=60", after: 20, extra: [("Age", "50")]).action == .validate)
     }
 }
+
+@Suite("Prepared stored responses")
+struct PreparedStoredResponseTests {
+    @Test("a prepared response decides as the header fields do, at every age")
+    func sameDecisions() {
+        let cases: [[(String, String)]] = [
+            [("Cache-Control", "max-age=60, stale-while-revalidate=30, stale-if-error=90")],
+            [("Cache-Control", "s-maxage=10, must-revalidate"), ("Age", "4")],
+            [("Cache-Control", "no-cache=\"set-cookie\", max-age=100")],
+            [("Last-Modified", HTTPDate.format(epoch.addingTimeInterval(-1_000)))],
+            [("Expires", HTTPDate.format(epoch.addingTimeInterval(30)))],
+        ]
+        for extra in cases {
+            let stored = StoredResponseInfo(
+                response: response(200, [("Date", HTTPDate.format(epoch))] + extra),
+                requestTime: epoch.addingTimeInterval(-2), responseTime: epoch)
+            let prepared = PreparedStoredResponse(stored)
+            for elapsed in [0.0, 5, 59, 60, 89, 91, 200] {
+                for request in ["", "max-stale=20", "min-fresh=10", "no-cache", "max-age=3"] {
+                    let directives = RequestCacheControl(parsing: request)
+                    let now = at(elapsed)
+                    let expected = ReuseDecision.evaluate(stored: stored, requestDirectives: directives, now: now)
+                    #expect(ReuseDecision.evaluate(prepared: prepared, requestDirectives: directives, now: now) == expected)
+                    #expect(prepared.currentAge(now: now) == AgeCalculation(
+                        headerFields: stored.response.headerFields, requestTime: stored.requestTime,
+                        responseTime: stored.responseTime, now: now).currentAge)
+                }
+            }
+        }
+    }
+
+    @Test("a heuristic lifetime is prepared for the rules it was worked out with")
+    func heuristicRules() {
+        let stored = StoredResponseInfo(
+            response: response(200, [("Date", HTTPDate.format(epoch)), ("Last-Modified", HTTPDate.format(epoch.addingTimeInterval(-1_000)))]),
+            requestTime: epoch, responseTime: epoch)
+        var other = CachingRules()
+        other.heuristicFraction = 0.5
+        #expect(PreparedStoredResponse(stored).isPrepared(for: CachingRules()))
+        #expect(!PreparedStoredResponse(stored).isPrepared(for: other))
+        let explicit = StoredResponseInfo(
+            response: response(200, [("Cache-Control", "max-age=5")]), requestTime: epoch, responseTime: epoch)
+        #expect(PreparedStoredResponse(explicit).isPrepared(for: other))
+    }
+}

@@ -127,13 +127,7 @@ public final class MemoryStore: CacheStore {
     /// it had been evicted at once.
     /// - Throws: ``CacheStoreError/Kind/closed`` after ``shutdown()``.
     public func set(_ key: String, to value: ByteBuffer, ttl: Duration?) async throws(CacheStoreError) {
-        let key = StoreKey(key)
-        let now = core.now()
-        let expiresAt = Self.expiry(now: now, ttl: ttl)
-        try core.state.withLock { state throws(CacheStoreError) in
-            try state.checkOpen()
-            state.table.set(key, value: value, expiresAt: expiresAt, now: now)
-        }
+        try store(key, value, decoded: nil, ttl: ttl)
     }
 
     /// Stores `value` under `key` for `ttl` unless a live entry is there.
@@ -203,7 +197,35 @@ public final class MemoryStore: CacheStore {
         await cleaner?.value
     }
 
+    // MARK: decoded envelopes (DecodedEnvelopeStore)
+
+    /// The value under `key` and the decoded envelope written with it, without suspending.
+    func getDecoded(_ key: String) throws(CacheStoreError) -> (value: ByteBuffer, decoded: DecodedEnvelope?)? {
+        let key = StoreKey(key)
+        let now = core.now()
+        return try core.state.withLock { state throws(CacheStoreError) in
+            try state.checkOpen()
+            return state.table.getDecoded(key, now: now)
+        }
+    }
+
+    /// Stores `value` with its decoded envelope, without suspending. The decoded form shares the value's body
+    /// bytes and is not charged beyond them.
+    func set(_ key: String, to value: ByteBuffer, decoded: DecodedEnvelope, ttl: Duration?) throws(CacheStoreError) {
+        try store(key, value, decoded: decoded, ttl: ttl)
+    }
+
     // MARK: private
+
+    private func store(_ key: String, _ value: ByteBuffer, decoded: DecodedEnvelope?, ttl: Duration?) throws(CacheStoreError) {
+        let key = StoreKey(key)
+        let now = core.now()
+        let expiresAt = Self.expiry(now: now, ttl: ttl)
+        try core.state.withLock { state throws(CacheStoreError) in
+            try state.checkOpen()
+            state.table.set(key, value: value, decoded: decoded, expiresAt: expiresAt, now: now)
+        }
+    }
 
     private static func expiry(now: Int64, ttl: Duration?) -> Int64 {
         guard let ttl else { return .max }

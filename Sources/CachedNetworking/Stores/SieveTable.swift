@@ -13,6 +13,9 @@ struct SieveTable {
     struct Slot {
         var key: StoreKey
         var value: ByteBuffer
+        /// The cache's decoded form of `value`, when the writer gave one (see ``DecodedEnvelopeStore``);
+        /// it always belongs to the `value` beside it.
+        var decoded: DecodedEnvelope?
         /// When the entry expires; `Int64.max` when it does not.
         var expiresAt: Int64
         /// Bytes charged for the entry: key + value + per-entry overhead.
@@ -67,10 +70,17 @@ struct SieveTable {
         return slots[Int(slot)].value
     }
 
+    /// The value under `key` and its decoded form, marking the entry visited.
+    mutating func getDecoded(_ key: StoreKey, now: Int64) -> (value: ByteBuffer, decoded: DecodedEnvelope?)? {
+        guard let slot = find(key, now: now) else { return nil }
+        slots[Int(slot)].visited = true
+        return (slots[Int(slot)].value, slots[Int(slot)].decoded)
+    }
+
     /// Stores `value` under `key`, replacing any entry, then evicts until the table fits its budget.
     ///
     /// An entry that alone costs more than the whole budget is not kept (as if evicted at once).
-    mutating func set(_ key: StoreKey, value: ByteBuffer, expiresAt: Int64, now: Int64) {
+    mutating func set(_ key: StoreKey, value: ByteBuffer, decoded: DecodedEnvelope? = nil, expiresAt: Int64, now: Int64) {
         let newCost = cost(keyBytes: key.byteCount, valueBytes: value.readableBytes)
         let existing = index[key]
         guard newCost <= maxBytes else {
@@ -82,13 +92,14 @@ struct SieveTable {
             let i = Int(existing)
             bytes += newCost - slots[i].cost
             slots[i].value = value
+            slots[i].decoded = decoded
             slots[i].expiresAt = expiresAt
             slots[i].cost = newCost
             slots[i].visited = true
             slot = existing
         } else {
             slot = insertAtHead(Slot(
-                key: key, value: value, expiresAt: expiresAt, cost: newCost,
+                key: key, value: value, decoded: decoded, expiresAt: expiresAt, cost: newCost,
                 visited: false, live: true, newer: -1, older: -1))
             index[key] = slot
             bytes += newCost
@@ -102,6 +113,7 @@ struct SieveTable {
         let newCost = cost(keyBytes: slots[i].key.byteCount, valueBytes: value.readableBytes)
         bytes += newCost - slots[i].cost
         slots[i].value = value
+        slots[i].decoded = nil
         slots[i].cost = newCost
         slots[i].visited = true
         evictToBudget(sparing: slot)
@@ -119,7 +131,7 @@ struct SieveTable {
         index[slots[i].key] = nil
         bytes -= slots[i].cost
         slots[i] = Slot(
-            key: StoreKey(""), value: ByteBuffer(), expiresAt: 0, cost: 0,
+            key: StoreKey(""), value: ByteBuffer(), decoded: nil, expiresAt: 0, cost: 0,
             visited: false, live: false, newer: -1, older: -1)
         freeSlots.append(slot)
     }

@@ -1,0 +1,143 @@
+import HTTPCaching
+import NIOCore
+
+/// An envelope decoded once, with what a hit needs worked out ahead: the response's reuse facts
+/// (``PreparedStoredResponse``) and its body version.
+///
+/// A store in this process (``DecodedEnvelopeStore``, such as ``MemoryStore``) keeps it next to the envelope's
+/// bytes, so that a hit neither decodes the bytes nor verifies their checksum — the checksum protects bytes that
+/// crossed a network or a process, which these never did — nor parses the stored header fields again.
+/// Immutable, so that any number of requests may share it.
+final class DecodedEnvelope: Sendable {
+    let envelope: CacheEnvelope
+    /// For a response: the entry with its reuse facts (the same entry as in `envelope`, reachable without
+    /// copying it out of the enum).
+    let response: PreparedEntry?
+
+    /// Decodes nothing: `envelope` is prepared with `rules`.
+    convenience init(_ envelope: CacheEnvelope, rules: CachingRules) {
+        if case .response(let entry) = envelope {
+            self.init(envelope, prepared: PreparedStoredResponse(entry.info, rules: rules))
+        } else {
+            self.init(envelope, prepared: nil)
+        }
+    }
+
+    /// `envelope` with its response's reuse facts, `prepared` (nil for a `Vary` index).
+    init(_ envelope: CacheEnvelope, prepared: PreparedStoredResponse?) {
+        self.envelope = envelope
+        if case .response(let entry) = envelope, let prepared {
+            response = PreparedEntry(entry, prepared: prepared)
+        } else {
+            response = nil
+        }
+    }
+
+    /// The envelope encoded, and its decoded form sharing the encoded body bytes (so that a store keeping both
+    /// holds the body once).
+    static func encoding(_ envelope: CacheEnvelope, prepared: PreparedStoredResponse?) -> (bytes: ByteBuffer, decoded: DecodedEnvelope) {
+        let bytes = envelope.encoded()
+        guard case .response(var entry) = envelope else { return (bytes, DecodedEnvelope(envelope, prepared: prepared)) }
+        // The body is the last field before the 8-byte checksum.
+        let length = entry.body.readableBytes
+        if let shared = bytes.getSlice(at: bytes.writerIndex - 8 - length, length: length) { entry.body = shared }
+        return (bytes, DecodedEnvelope(.response(entry), prepared: prepared))
+    }
+}
+
+/// A stored response with its reuse facts and version, worked out once. A class, so that a hit passes one
+/// reference around instead of copying every field of the entry.
+final class PreparedEntry: Sendable {
+    let entry: StoredEntry
+    /// The entry's reuse facts, prepared with the rules of the cache that decoded or wrote it.
+    let prepared: PreparedStoredResponse
+    /// ``StoredEntry/version``.
+    let version: String
+
+    init(_ entry: StoredEntry, prepared: PreparedStoredResponse) {
+        self.entry = entry
+        self.prepared = prepared
+        self.version = entry.version
+    }
+
+    /// `entry`, prepared with `rules`.
+    convenience init(_ entry: StoredEntry, rules: CachingRules) {
+        self.init(entry, prepared: PreparedStoredResponse(entry.info, rules: rules))
+    }
+}
+
+/// A ``CacheStore`` in this process that can keep, next to the bytes of a value the cache writes, the cache's
+/// decoded form of them (``DecodedEnvelope``), and hand both back without suspending.
+///
+/// Values written through ``CacheStore`` alone have no decoded form; the cache then decodes their bytes as it
+/// does for any other store. A store must drop the decoded form whenever the bytes beside it change.
+protocol DecodedEnvelopeStore: ImmediateCacheStore {
+    /// The value under `key` and the decoded form written with it; nil when nothing (live) is stored.
+    func getDecoded(_ key: String) throws(CacheStoreError) -> (value: ByteBuffer, decoded: DecodedEnvelope?)?
+
+    /// Stores `value` under `key` as ``CacheStore/set(_:to:ttl:)`` does, with `decoded`, its decoded form.
+    func set(_ key: String, to value: ByteBuffer, decoded: DecodedEnvelope, ttl: Duration?) throws(CacheStoreError)
+}
+
+/// What an envelope read found.
+enum EnvelopeRead: Sendable {
+    /// Nothing is stored under the key.
+    case missing
+    /// A value that is not a readable envelope (corrupt or foreign).
+    case unreadable
+    case found(DecodedEnvelope)
+}
+
+extension StoreAccess {
+    /// The envelope under `key`: the decoded form a ``DecodedEnvelopeStore`` kept (prepared again when it was
+    /// prepared under other rules), else the bytes decoded and checked here.
+    func getEnvelope(_ key: String, rules: CachingRules) async -> StoreRead<EnvelopeRead> {
+        if let decodedStore {
+            let result: Result<(value: ByteBuffer, decoded: DecodedEnvelope?)?, CacheStoreError>
+            do throws(CacheStoreError) {
+                result = .success(try decodedStore.getDecoded(key))
+            } catch {
+                result = .failure(error)
+            }
+            return settle("get", key, result).map { found in
+                guard let found else { return .missing }
+                if let decoded = found.decoded, decoded.response?.prepared.isPrepared(for: rules) ?? true {
+                    return .found(decoded)
+                }
+                return Self.decode(found.value, rules: rules)
+            }
+        }
+        return await get(key).map { bytes in bytes.map { Self.decode($0, rules: rules) } ?? .missing }
+    }
+
+    /// Stores `envelope` under `key`: its bytes, and its decoded form too (with `prepared`, the response's
+    /// reuse facts) when the store keeps one.
+    @discardableResult
+    func setEnvelope(_ key: String, _ envelope: CacheEnvelope, prepared: PreparedStoredResponse?, ttl: Duration?) async -> Bool {
+        guard let decodedStore else { return await set(key, envelope.encoded(), ttl: ttl) }
+        let (bytes, decoded) = DecodedEnvelope.encoding(envelope, prepared: prepared)
+        let result: Result<Void, CacheStoreError>
+        do throws(CacheStoreError) {
+            result = .success(try decodedStore.set(key, to: bytes, decoded: decoded, ttl: ttl))
+        } catch {
+            result = .failure(error)
+        }
+        return settle("set", key, result).succeeded
+    }
+
+    private static func decode(_ bytes: ByteBuffer, rules: CachingRules) -> EnvelopeRead {
+        CacheEnvelope.decode(bytes).map { .found(DecodedEnvelope($0, rules: rules)) } ?? .unreadable
+    }
+}
+
+extension StoreRead {
+    /// The value transformed by `transform`; the failure as it is.
+    func map<U: Sendable>(_ transform: (T) -> U) -> StoreRead<U> {
+        switch self {
+        case .value(let value): .value(transform(value))
+        case .failed(let error): .failed(error)
+        }
+    }
+}
+
+extension MemoryStore: DecodedEnvelopeStore {}

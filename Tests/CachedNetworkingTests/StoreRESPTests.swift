@@ -84,6 +84,21 @@ struct StoreRESPTests {
         return configuration
     }
 
+    /// Runs `body` with a store of one connection to a fresh `cached-server`, then shuts both down.
+    private func withOneConnection(
+        polling: Duration = .microseconds(50), _ body: (RESPStore) async throws -> Void
+    ) async throws {
+        let server = try await offThread { try ServerProcess.start(.cached) }
+        let store = RESPStore(configuration: configuration(port: server.port) {
+            $0.poolSize = 1
+            $0.commandTimeout = .seconds(10)
+            $0.replyPolling = polling
+        })
+        try await body(store)
+        await store.shutdown()
+        _ = try await offThread { server.stop() }
+    }
+
     @Test func aServerThatNeverAnswersTimesOut() async throws {
         let silent = try SilentListener()
         let store = RESPStore(configuration: configuration(port: silent.port) { $0.poolSize = 2 })
@@ -240,21 +255,64 @@ struct StoreRESPTests {
     /// A call on an idle connection writes its command itself; a large one only partly fits in the socket
     /// buffer, and the connection's thread must send the rest (and calls queued behind it after it).
     @Test func aLargeCommandOnAnIdleConnectionArrivesWhole() async throws {
-        let server = try await offThread { try ServerProcess.start(.cached) }
+        try await withOneConnection { store in
+            try await store.ping()
+            let large = ByteBuffer(bytes: (0..<(4 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+            async let write: Void = store.set("large", to: large, ttl: nil)
+            async let small: Void = store.set("small", to: ByteBuffer(string: "s"), ttl: nil)
+            try await write
+            try await small
+            #expect(try await store.get("large") == large)
+            #expect(try await store.get("small")?.text == "s")
+        }
+    }
+
+    /// A call on an idle connection polls for its reply on its own thread: a server on loopback answers within
+    /// the poll, and the call completes there, with the right value.
+    @Test func repliesOnLoopbackArriveWithinThePoll() async throws {
+        // A generous poll: the machine running the tests may be busy.
+        try await withOneConnection(polling: .milliseconds(5)) { store in
+            for i in 0..<50 { try await store.set("k\(i)", to: ByteBuffer(string: "v\(i)"), ttl: nil) }
+            for i in 0..<50 { #expect(try await store.get("k\(i)")?.text == "v\(i)") }
+            let polls = store.pool.replyPolls
+            #expect(polls.answered > 0, "\(polls)")
+        }
+    }
+
+    /// A reply too large to arrive within the poll is read on by the connection's thread from where the poll
+    /// stopped; calls queued meanwhile follow it in order.
+    @Test func aReplyLongerThanThePollArrivesWhole() async throws {
+        try await withOneConnection(polling: .microseconds(20)) { store in
+            let large = ByteBuffer(bytes: (0..<(4 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+            try await store.set("large", to: large, ttl: nil)
+            try await store.set("small", to: ByteBuffer(string: "s"), ttl: nil)
+            for _ in 0..<5 {
+                async let big = store.get("large")
+                async let small = store.get("small")
+                #expect(try await big == large)
+                #expect(try await small?.text == "s")
+            }
+        }
+    }
+
+    /// A server slower than the poll: the call is handed to the connection's thread and still gets its reply.
+    @Test func aSlowReplyIsHandedToTheConnectionThread() async throws {
+        let server = try ScriptedServer(replyDelay: .milliseconds(20)) { command in
+            command.first == "GET" ? Array("$2\r\nok\r\n".utf8) : Array("-ERR unexpected\r\n".utf8)
+        }
         let store = RESPStore(configuration: configuration(port: server.port) {
             $0.poolSize = 1
-            $0.commandTimeout = .seconds(10)
+            $0.commandTimeout = .seconds(5)
         })
-        try await store.ping()
-        let large = ByteBuffer(bytes: (0..<(4 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
-        async let write: Void = store.set("large", to: large, ttl: nil)
-        async let small: Void = store.set("small", to: ByteBuffer(string: "s"), ttl: nil)
-        try await write
-        try await small
-        #expect(try await store.get("large") == large)
-        #expect(try await store.get("small")?.text == "s")
+        for _ in 0..<10 { #expect(try await store.get("k")?.text == "ok") }
+        let polls = store.pool.replyPolls
+        #expect(polls.answered == 0, "\(polls)")
+        // The first call connects; of the others, those that find the connection idle poll and run out (a call
+        // made while the thread is still finishing the previous one is simply queued), and after four in a row
+        // the pool pauses polling.
+        #expect(polls.ranOut >= 1 && polls.ranOut < 9, "polls: \(polls)")
         await store.shutdown()
-        _ = try await offThread { server.stop() }
+        server.stop()
     }
 
     @Test func aServerThatHangsUpMidWriteIsUnreachable() async throws {

@@ -145,11 +145,13 @@ final class HiredisConnection {
         let error: CacheStoreError
     }
 
-    /// Writes every command of `batch` (the part its caller has not written already), then reads their replies in order, resuming each request as its replies
-    /// arrive (its last reply, or its first error reply). Blocks.
+    /// Writes every command of `batch` (the part its caller has not written already), then reads their replies
+    /// in order, resuming each request as its replies arrive (its last reply, or its first error reply) — except
+    /// the last request's, which is left in `last` for the caller to resume, so that it can first mark the
+    /// connection idle (a caller resumed before that would find it busy). Blocks.
     /// - Returns: nil when every request got its reply; otherwise the failure, after which the connection
     ///   must be discarded and the requests from `firstFailed` on have not been resumed.
-    func send(_ batch: [RESPConnectionPool.Request]) -> BatchFailure? {
+    func send(_ batch: [RESPConnectionPool.Request], last: inout Result<RESPReply, CacheStoreError>?) -> BatchFailure? {
         for request in batch where request.written < request.command.count {
             let status = request.command.withUnsafeBytes { bytes in
                 let unsent = UnsafeRawBufferPointer(rebasing: bytes[request.written...])
@@ -161,21 +163,27 @@ final class HiredisConnection {
             }
         }
         for (position, request) in batch.enumerated() {
+            let result: Result<RESPReply, CacheStoreError>
             if request.replies == 1 {
                 switch readReply() {
-                case .success(let reply): request.completion.resume(returning: .success(reply))
+                case .success(let reply): result = .success(reply)
                 case .failure(let error): return BatchFailure(firstFailed: position, error: error)
                 }
-                continue
-            }
-            var replies: [RESPReply] = []
-            for _ in 0..<request.replies {
-                switch readReply() {
-                case .success(let reply): replies.append(reply)
-                case .failure(let error): return BatchFailure(firstFailed: position, error: error)
+            } else {
+                var replies: [RESPReply] = []
+                for _ in 0..<request.replies {
+                    switch readReply() {
+                    case .success(let reply): replies.append(reply)
+                    case .failure(let error): return BatchFailure(firstFailed: position, error: error)
+                    }
                 }
+                result = .success(.array(replies))
             }
-            request.completion.resume(returning: .success(.array(replies)))
+            if position == batch.count - 1 {
+                last = result
+            } else {
+                request.completion.resume(returning: result)
+            }
         }
         return nil
     }
@@ -189,6 +197,38 @@ final class HiredisConnection {
             return .failure(CacheStoreError(.unreachable, "cannot queue a command: \(errorText)"))
         }
         return readReply()
+    }
+
+    /// Reads what the server has sent without blocking, into hiredis's reader, until one reply is whole or
+    /// `deadline` (``monotonicNanoseconds()``) passes.
+    /// - Returns: the reply (taken out of the reader), or nil when none was whole by the deadline, the socket
+    ///   reported an error or end of file, or the reader found a protocol error. What arrived stays in the
+    ///   reader, and ``readReply()`` carries on from there (and reports any error itself).
+    func pollReply(until deadline: UInt64) -> Result<RESPReply, CacheStoreError>? {
+        guard let reader = context.pointee.reader else { return nil }
+        let fd = context.pointee.fd
+        return withUnsafeTemporaryAllocation(byteCount: 16 * 1024, alignment: 16) { buffer in
+            while true {
+                var raw: UnsafeMutableRawPointer?
+                guard redisReaderGetReply(reader, &raw) == REDIS_OK else { return nil }
+                if let raw {
+                    defer { freeReplyObject(raw) }
+                    return Self.copy(raw.assumingMemoryBound(to: redisReply.self))
+                }
+                let received = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
+                if received > 0 {
+                    guard redisReaderFeed(reader, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), received)
+                        == REDIS_OK
+                    else { return nil }
+                    continue
+                }
+                if received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+                    if monotonicNanoseconds() >= deadline { return nil }
+                    continue
+                }
+                return nil
+            }
+        }
     }
 
     /// Flushes pending commands and reads the next reply (blocking, within the socket timeouts).

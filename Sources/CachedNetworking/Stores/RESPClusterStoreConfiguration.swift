@@ -35,6 +35,10 @@ extension RESPClusterStore {
         /// A near cache in this process's memory, kept coherent by invalidation messages from every master (see
         /// ``RESPClusterStore`` and ``RESPStore/NearCache``); nil for none. Default nil.
         public var nearCache: RESPStore.NearCache?
+        /// How long a call that finds its connection to a node idle polls for the reply on its own thread before
+        /// handing over to the connection's thread (see ``RESPStore/Configuration/replyPolling``); zero turns it
+        /// off. Default 50 µs.
+        public var replyPolling: Duration
 
         /// A configuration for the cluster that `seeds` belong to, with the default pool and timeouts.
         /// - Parameters:
@@ -54,6 +58,7 @@ extension RESPClusterStore {
             self.minReconnectDelay = .milliseconds(50)
             self.maxReconnectDelay = .seconds(2)
             self.nearCache = nil
+            self.replyPolling = .microseconds(50)
         }
 
         /// A configuration from a URL: `redis+cluster://[[user]:password@]host[:port][,host[:port]…]`.
@@ -127,6 +132,7 @@ extension RESPClusterStore {
             configuration.maxPipelineDepth = maxPipelineDepth
             configuration.minReconnectDelay = minReconnectDelay
             configuration.maxReconnectDelay = maxReconnectDelay
+            configuration.replyPolling = replyPolling
             return configuration
         }
     }

@@ -21,7 +21,13 @@ import Darwin
 /// One shortcut: a call that finds its connection idle (connected, nothing queued or in flight, no hook) writes
 /// its command to the socket itself, without blocking (`MSG_DONTWAIT`, under the mutex), before waking the
 /// connection's thread, so that the thread wakes up while the server works instead of before. The thread then
-/// sends whatever part of the command did not fit and reads the reply as usual. (Linux only.)
+/// sends whatever part of the command did not fit and reads the reply as usual. (Linux only.) With
+/// ``RESPStore/Configuration/replyPolling`` on, such a call (of one reply) goes further: it takes the idle
+/// connection for itself, writes its command and polls the socket without blocking for up to that long; a reply
+/// that arrives in time completes the call on the caller's thread, with no hand-off to the connection's thread
+/// and back. Otherwise the call goes to the head of the connection's queue and the thread reads on from what
+/// arrived, and after several polls in a row that ran out the next calls skip polling for a while (a pause that doubles
+/// while polls keep running out).
 ///
 /// Choosing a connection: an idle connected one first; else one that is disconnected and may try again (so
 /// the pool opens connections as load needs them, and retries after an outage); else the connected one with
@@ -59,11 +65,16 @@ final class RESPConnectionPool: @unchecked Sendable {
         var socket: Int32 = -1
         /// Failed connection attempts in a row.
         var failedAttempts = 0
+        /// The live connection, published for a caller that polls for its reply (``callerOwned``); nil when none.
+        var connection: HiredisConnection?
         /// Whether the thread is writing a batch or waiting for its replies.
         var busy = false
+        /// Whether a caller is using the connection (it wrote its command and polls for the reply): the thread
+        /// leaves the connection alone until the caller clears this and signals it.
+        var callerOwned = false
 
         /// Calls ahead of a new one on this connection.
-        var load: Int { queue.count + (busy ? 1 : 0) }
+        var load: Int { queue.count + (busy || callerOwned ? 1 : 0) }
     }
 
     private let configuration: RESPStore.Configuration
@@ -78,6 +89,17 @@ final class RESPConnectionPool: @unchecked Sendable {
     private var exitWaiters: [CheckedContinuation<Void, Never>] = []
     private var lastConnectError = CacheStoreError(.unreachable, "not connected yet")
     private var rotation = 0
+    /// Calls still to skip polling for their replies, after polls that ran out of time, and the current length
+    /// of that pause: from the fourth poll in a row that ran out, 1 call, doubling up to 1,024 while they keep
+    /// running out; back to none after a poll that did not. (A busy machine makes a nearby server miss a poll
+    /// now and then; a distant one misses them all.)
+    private var pollsToSkip = 0
+    private var pollPause = 0
+    private var pollsRunOutInARow = 0
+    /// Calls answered by polling, and polls that ran out of time (for tests and diagnostics).
+    private var pollCounts = (answered: 0, ranOut: 0)
+    /// ``RESPStore/Configuration/replyPolling`` in nanoseconds.
+    private let pollNanoseconds: UInt64
 
     /// Most bytes of commands written in one batch (at least one command is always sent).
     private static let batchByteLimit = 1 << 20
@@ -86,6 +108,7 @@ final class RESPConnectionPool: @unchecked Sendable {
         self.configuration = configuration
         self.logger = logger
         self.hook = hook
+        self.pollNanoseconds = UInt64(clamping: max(.zero, configuration.replyPolling).storeNanoseconds)
         let size = max(1, configuration.poolSize)
         self.lock = ConditionLock(conditions: size)
         self.slots = Array(repeating: Slot(), count: size)
@@ -96,6 +119,9 @@ final class RESPConnectionPool: @unchecked Sendable {
             thread.start()
         }
     }
+
+    /// How many calls got their reply by polling on the caller's thread, and how many polls ran out of time.
+    var replyPolls: (answered: Int, ranOut: Int) { lock.withLock { pollCounts } }
 
     /// Connection threads that have not exited yet.
     var runningThreadCount: Int { lock.withLock { runningThreads } }
@@ -129,9 +155,11 @@ final class RESPConnectionPool: @unchecked Sendable {
         }
     }
 
-    /// Queues `call` on a connection, or fails it at once when none may take it.
+    /// Queues `call` on a connection, or fails it at once when none may take it; or, on an idle connection,
+    /// sends it and polls for its reply first (``RESPStore/Configuration/replyPolling``).
     private func enqueue(_ command: [UInt8], replies: Int, _ call: PendingStoreCall) {
         let now = monotonicNanoseconds()
+        var polled: (index: Int, connection: HiredisConnection)?
         let refusal: CacheStoreError? = lock.withLock {
             if shuttingDown { return CacheStoreError(.closed, "the store was shut down") }
             guard let index = chooseSlot(now: now) else {
@@ -139,6 +167,14 @@ final class RESPConnectionPool: @unchecked Sendable {
             }
             var request = Request(command: command, replies: max(1, replies), enqueuedAt: now, completion: call)
             if hook == nil, slots[index].load == 0, slots[index].socket >= 0, case .connected = slots[index].state {
+                if replies <= 1, pollNanoseconds > 0, let connection = slots[index].connection {
+                    if pollsToSkip == 0 {
+                        slots[index].callerOwned = true
+                        polled = (index, connection)
+                        return nil
+                    }
+                    pollsToSkip -= 1
+                }
                 // The thread is not using its context, whose output buffer is empty: the bytes go out in order.
                 request.written = writeWithoutBlocking(command, to: slots[index].socket)
             }
@@ -146,7 +182,47 @@ final class RESPConnectionPool: @unchecked Sendable {
             lock.signal(index)
             return nil
         }
-        if let refusal { call.resume(returning: .failure(refusal)) }
+        if let refusal {
+            call.resume(returning: .failure(refusal))
+        } else if let polled {
+            sendAndPoll(command, on: polled.connection, slot: polled.index, enqueuedAt: now, call)
+        }
+    }
+
+    /// Writes `command` on the idle connection of slot `index`, which the caller owns (``Slot/callerOwned``),
+    /// and polls for its reply for up to ``pollNanoseconds``; a reply that is not whole by then is left to the
+    /// connection's thread, which reads on from what arrived.
+    private func sendAndPoll(
+        _ command: [UInt8], on connection: HiredisConnection, slot index: Int, enqueuedAt: UInt64, _ call: PendingStoreCall
+    ) {
+        // Nothing else writes or reads this connection meanwhile: its thread waits until `callerOwned` is clear.
+        let written = writeWithoutBlocking(command, to: connection.socket)
+        var reply: Result<RESPReply, CacheStoreError>?
+        if written == command.count {
+            reply = connection.pollReply(until: monotonicNanoseconds() &+ pollNanoseconds)
+        }
+        lock.withLock {
+            slots[index].callerOwned = false
+            if reply != nil {
+                pollPause = 0
+                pollsRunOutInARow = 0
+                pollCounts.answered += 1
+            } else {
+                if written == command.count {
+                    pollCounts.ranOut += 1
+                    pollsRunOutInARow += 1
+                    if pollsRunOutInARow > 3 {
+                        pollPause = min(max(1, pollPause * 2), 1024)
+                        pollsToSkip = pollPause
+                    }
+                }
+                // First in the queue: its command is the first on the wire (calls queued meanwhile were not sent).
+                slots[index].queue.prepend(
+                    Request(command: command, replies: 1, written: written, enqueuedAt: enqueuedAt, completion: call))
+            }
+            lock.signal(index)
+        }
+        if let reply { call.resume(returning: reply) }
     }
 
     /// Must hold `lock`.
@@ -227,6 +303,7 @@ final class RESPConnectionPool: @unchecked Sendable {
             // The connection is unusable (or out of step with its replies). The next command reconnects at once;
             // only failed attempts back off.
             slots[index].socket = -1
+            slots[index].connection = nil
             slots[index].state = .disconnected(retryAt: 0)
             let reported = shuttingDown ? CacheStoreError(.closed, "the store was shut down") : error
             lock.unlock()
@@ -240,6 +317,10 @@ final class RESPConnectionPool: @unchecked Sendable {
 
         lock.lock()
         while !shuttingDown {
+            if slots[index].callerOwned {
+                lock.wait(index)
+                continue
+            }
             if slots[index].queue.isEmpty {
                 // A connection the hook set up is checked with PING when idle, so that one the server closed is
                 // noticed (and the hook told) within the hook's interval rather than at the next call.
@@ -301,12 +382,23 @@ final class RESPConnectionPool: @unchecked Sendable {
                 case .failure(let error): failure = HiredisConnection.BatchFailure(firstFailed: 0, error: error)
                 }
             }
-            if failure == nil { failure = live.send(batch) }
+            var last: Result<RESPReply, CacheStoreError>?
+            if failure == nil { failure = live.send(batch, last: &last) }
             lock.lock()
             slots[index].busy = false
             if let failure { discard(live, failure.error, failing: batch[failure.firstFailed...]) }
+            if let last, let request = batch.last {
+                // Resumed once the connection is idle again, so that a caller that calls again at once finds
+                // it idle (and may poll) instead of queueing behind a thread that is about to go to sleep.
+                lock.unlock()
+                request.completion.resume(returning: last)
+                lock.lock()
+            }
         }
+        // A caller polling on the connection still uses it: wait until it is done (it may queue its call).
+        while slots[index].callerOwned { lock.wait(index) }
         slots[index].socket = -1
+        slots[index].connection = nil
         let leftovers = slots[index].queue.removeAll()
         runningThreads -= 1
         let waiters = runningThreads == 0 ? exitWaiters : []
@@ -345,6 +437,7 @@ final class RESPConnectionPool: @unchecked Sendable {
                 }
                 slots[index].state = .connected
                 slots[index].socket = opened.socket
+                slots[index].connection = opened
                 slots[index].failedAttempts = 0
                 connection = opened
             case .failure(let connectError):
@@ -388,6 +481,16 @@ struct RequestQueue {
     var count: Int { items.count - head }
 
     mutating func append(_ request: RESPConnectionPool.Request) { items.append(request) }
+
+    /// Puts `request` ahead of every queued one.
+    mutating func prepend(_ request: RESPConnectionPool.Request) {
+        if head > 0 {
+            head -= 1
+            items[head] = request
+        } else {
+            items.insert(request, at: 0)
+        }
+    }
 
     mutating func popFirst() -> RESPConnectionPool.Request? {
         guard head < items.count else { return nil }

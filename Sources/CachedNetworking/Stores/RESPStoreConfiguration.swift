@@ -32,6 +32,13 @@ extension RESPStore {
         /// A near cache in this process's memory in front of the server, kept coherent by the server's
         /// invalidation messages (see ``RESPStore/NearCache``); nil for none. Default nil.
         public var nearCache: RESPStore.NearCache?
+        /// How long a call that finds its connection idle waits on its own thread for the reply, polling the
+        /// socket without blocking, before it hands the rest to the connection's thread. A reply that comes
+        /// within it (a server on the same host or in the same rack) then costs no thread hand-off at all; the
+        /// price is up to this much CPU on the caller's thread per call. The pool stops polling for a while
+        /// after calls whose replies took longer, so a distant server costs nothing once it is noticed. Zero
+        /// turns polling off. Default 50 µs.
+        public var replyPolling: Duration
 
         /// A configuration for `host:port` with the default pool and timeouts.
         /// - Parameters:
@@ -55,6 +62,7 @@ extension RESPStore {
             self.minReconnectDelay = .milliseconds(50)
             self.maxReconnectDelay = .seconds(2)
             self.nearCache = nil
+            self.replyPolling = .microseconds(50)
         }
 
         /// A configuration from a URL: `redis://[[user]:password@]host[:port][/db]`.

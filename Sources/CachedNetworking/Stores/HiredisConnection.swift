@@ -224,6 +224,9 @@ final class HiredisConnection {
                 }
                 if received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
                     if monotonicNanoseconds() >= deadline { return nil }
+                    // The server may have been woken on this core (the kernel favours the waker's core): let
+                    // it run rather than spin in its way.
+                    sched_yield()
                     continue
                 }
                 return nil

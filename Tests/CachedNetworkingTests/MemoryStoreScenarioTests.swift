@@ -1,5 +1,6 @@
 @testable import CachedNetworking
 import CachedNetworkingTesting
+import CachedOriginSupport
 import HTTPTypes
 import NIOCore
 import Synchronization

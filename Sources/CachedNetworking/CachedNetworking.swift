@@ -218,6 +218,13 @@ public final class CachedNetworking: Sendable {
     /// request neither hashes its URL nor builds the key text again.
     func currentEntryKey(method: HTTPRequest.Method, uri: String) async -> String? {
         let name = EntryKeyName(method: method, uri: uri)
+        if let key = cachedEntryKey(name) { return key }
+        guard let generation = await currentGeneration() else { return nil }
+        return entryKey(name, generation: generation)
+    }
+
+    /// ``currentEntryKey(method:uri:)`` without suspending: nil when the generation has to be read again.
+    func cachedEntryKey(_ name: EntryKeyName) -> String? {
         let readAt = ContinuousClock.now
         let cached = generationCache.withLock { cache -> (generation: Int, key: String?)? in
             guard let generation = cache.generation,
@@ -225,15 +232,13 @@ public final class CachedNetworking: Sendable {
             else { return nil }
             return (generation.value, cache.entryKeys[name])
         }
-        let generation: Int
-        if let cached {
-            if let key = cached.key { return key }
-            generation = cached.generation
-        } else {
-            guard let read = await currentGeneration() else { return nil }
-            generation = read
-        }
-        let key = keys.entryKey(generation: generation, method: method, uri: uri)
+        guard let cached else { return nil }
+        return cached.key ?? entryKey(name, generation: cached.generation)
+    }
+
+    /// The entry key of `name` in `generation`, kept for the next request.
+    private func entryKey(_ name: EntryKeyName, generation: Int) -> String {
+        let key = keys.entryKey(generation: generation, method: name.method, uri: name.uri)
         generationCache.withLock { $0.remember(key, for: name, generation: generation) }
         return key
     }
@@ -247,12 +252,16 @@ public final class CachedNetworking: Sendable {
     }
 
     func lookup(_ context: RequestContext) async -> Lookup {
-        guard let entryKey = await currentEntryKey(method: context.request.method, uri: context.uri) else {
-            return Lookup(entryKey: nil)
-        }
+        // The common case without suspending (no async call to set up): the generation cached and a store that
+        // answers at once.
+        var entryKey = cachedEntryKey(EntryKeyName(method: context.request.method, uri: context.uri))
+        if entryKey == nil { entryKey = await currentEntryKey(method: context.request.method, uri: context.uri) }
+        guard let entryKey else { return Lookup(entryKey: nil) }
         var lookup = Lookup(entryKey: entryKey)
         let rules = configuration.rules
-        guard let read = await store.getEnvelope(entryKey, rules: rules).value else {
+        var envelope = store.getEnvelopeNow(entryKey, rules: rules)
+        if envelope == nil { envelope = await store.getEnvelope(entryKey, rules: rules) }
+        guard let read = envelope?.value else {
             lookup.entryKey = nil
             return lookup
         }
@@ -298,7 +307,7 @@ public final class CachedNetworking: Sendable {
     // MARK: - Answers
 
     func makeResponse(
-        _ response: HTTPResponse,
+        _ response: consuming HTTPResponse,
         body: ByteBuffer,
         source: CachedResponse.Source,
         status: CacheStatus,

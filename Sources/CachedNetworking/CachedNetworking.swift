@@ -345,8 +345,10 @@ public final class CachedNetworking: Sendable {
         }
         let body = context.request.method == .head ? ByteBuffer() : entry.body
         metrics.bytes("cache", body.readableBytes)
+        // Handed over (not copied), so that `Cache-Status` is appended to the fields copied above, not to a
+        // second copy.
         return makeResponse(
-            response, body: body, source: source, status: member,
+            consume response, body: body, source: source, status: member,
             entry: CachedResponse.EntryIdentity(key: found.key, version: found.version))
     }
 

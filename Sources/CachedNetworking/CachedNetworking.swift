@@ -33,7 +33,7 @@ public final class CachedNetworking: Sendable {
     let metrics: CacheMetrics
     let logger: Logger
     let flights = SingleFlight<FlightResult>()
-    private let generationCache = Mutex<(value: Int, readAt: ContinuousClock.Instant)?>(nil)
+    private let generationCache = Mutex(GenerationCache())
     private let background = Mutex<BackgroundWork>(BackgroundWork())
 
     /// A cache over `store` that fetches through `transport`.
@@ -100,25 +100,28 @@ public final class CachedNetworking: Sendable {
         let lookup = await self.lookup(context)
 
         if let found = lookup.entry, policy.base != .reloadIgnoringLocalCacheData {
-            let decision = ReuseDecision.evaluate(prepared: found.prepared, requestDirectives: directives, now: now())
+            // One clock read for the decision and the `Age` it is served with.
+            let now = now()
+            let decision = ReuseDecision.evaluate(prepared: found.prepared, requestDirectives: directives, now: now)
             if policy.base == .returnCacheDataElseLoad || policy.base == .returnCacheDataDontLoad {
                 metrics.hits.increment()
                 if !decision.isFresh { metrics.staleServed("policy") }
-                return serveStored(found, context: context, decision: decision, source: decision.isFresh ? .cache : .stale)
+                return serveStored(
+                    found, context: context, decision: decision, source: decision.isFresh ? .cache : .stale, at: now)
             }
             switch decision.action {
             case .serveFresh:
                 metrics.hits.increment()
-                return serveStored(found, context: context, decision: decision, source: .cache)
+                return serveStored(found, context: context, decision: decision, source: .cache, at: now)
             case .serveStale:
                 metrics.hits.increment()
                 metrics.staleServed("max_stale")
-                return serveStored(found, context: context, decision: decision, source: .stale)
+                return serveStored(found, context: context, decision: decision, source: .stale, at: now)
             case .serveStaleWhileRevalidating:
                 metrics.hits.increment()
                 metrics.staleServed("stale_while_revalidate")
                 scheduleRefresh(found, context: context, lookup: lookup)
-                return serveStored(found, context: context, decision: decision, source: .stale)
+                return serveStored(found, context: context, decision: decision, source: .stale, at: now)
             default:
                 if directives.onlyIfCached { return gatewayTimeout(context) }
                 return try await validate(found, decision: decision, context: context, lookup: lookup)
@@ -169,7 +172,7 @@ public final class CachedNetworking: Sendable {
             try await store.increment(key)
         }) {
         case .success(let value):
-            generationCache.withLock { $0 = (value, ContinuousClock.now) }
+            generationCache.withLock { $0.record(value, readAt: ContinuousClock.now) }
         case .failure(let error):
             metrics.storeError("increment")
             throw CachedNetworkingError(.store, "cannot increment the generation", underlying: error)
@@ -191,7 +194,7 @@ public final class CachedNetworking: Sendable {
     func now() -> Date { configuration.clock.now() }
 
     func currentGeneration() async -> Int? {
-        if let cached = generationCache.withLock({ $0 }),
+        if let cached = generationCache.withLock({ $0.generation }),
             ContinuousClock.now - cached.readAt < configuration.generationCacheDuration
         {
             return cached.value
@@ -205,8 +208,39 @@ public final class CachedNetworking: Sendable {
             }
             generation = parsed
         }
-        generationCache.withLock { $0 = (generation, ContinuousClock.now) }
+        generationCache.withLock { $0.record(generation, readAt: ContinuousClock.now) }
         return generation
+    }
+
+    /// The entry key of `method` and `uri` in the current generation; nil when the generation cannot be read.
+    ///
+    /// Keys built for the generation as cached are kept in ``GenerationCache`` (bounded), so that a repeated
+    /// request neither hashes its URL nor builds the key text again.
+    func currentEntryKey(method: HTTPRequest.Method, uri: String) async -> String? {
+        let name = EntryKeyName(method: method, uri: uri)
+        if let key = cachedEntryKey(name) { return key }
+        guard let generation = await currentGeneration() else { return nil }
+        return entryKey(name, generation: generation)
+    }
+
+    /// ``currentEntryKey(method:uri:)`` without suspending: nil when the generation has to be read again.
+    func cachedEntryKey(_ name: EntryKeyName) -> String? {
+        let readAt = ContinuousClock.now
+        let cached = generationCache.withLock { cache -> (generation: Int, key: String?)? in
+            guard let generation = cache.generation,
+                readAt - generation.readAt < configuration.generationCacheDuration
+            else { return nil }
+            return (generation.value, cache.entryKeys[name])
+        }
+        guard let cached else { return nil }
+        return cached.key ?? entryKey(name, generation: cached.generation)
+    }
+
+    /// The entry key of `name` in `generation`, kept for the next request.
+    private func entryKey(_ name: EntryKeyName, generation: Int) -> String {
+        let key = keys.entryKey(generation: generation, method: name.method, uri: name.uri)
+        generationCache.withLock { $0.remember(key, for: name, generation: generation) }
+        return key
     }
 
     func entryKeys(for uris: [String], generation: Int) -> [String] {
@@ -218,11 +252,16 @@ public final class CachedNetworking: Sendable {
     }
 
     func lookup(_ context: RequestContext) async -> Lookup {
-        guard let generation = await currentGeneration() else { return Lookup(entryKey: nil) }
-        let entryKey = keys.entryKey(generation: generation, method: context.request.method, uri: context.uri)
+        // The common case without suspending (no async call to set up): the generation cached and a store that
+        // answers at once.
+        var entryKey = cachedEntryKey(EntryKeyName(method: context.request.method, uri: context.uri))
+        if entryKey == nil { entryKey = await currentEntryKey(method: context.request.method, uri: context.uri) }
+        guard let entryKey else { return Lookup(entryKey: nil) }
         var lookup = Lookup(entryKey: entryKey)
         let rules = configuration.rules
-        guard let read = await store.getEnvelope(entryKey, rules: rules).value else {
+        var envelope = store.getEnvelopeNow(entryKey, rules: rules)
+        if envelope == nil { envelope = await store.getEnvelope(entryKey, rules: rules) }
+        guard let read = envelope?.value else {
             lookup.entryKey = nil
             return lookup
         }
@@ -268,7 +307,7 @@ public final class CachedNetworking: Sendable {
     // MARK: - Answers
 
     func makeResponse(
-        _ response: HTTPResponse,
+        _ response: consuming HTTPResponse,
         body: ByteBuffer,
         source: CachedResponse.Source,
         status: CacheStatus,
@@ -288,14 +327,17 @@ public final class CachedNetworking: Sendable {
         context: RequestContext,
         decision: ReuseDecision,
         source: CachedResponse.Source,
-        status: CacheStatus? = nil
+        status: CacheStatus? = nil,
+        at servedAt: Date? = nil
     ) -> CachedResponse {
         let entry = found.stored.entry
         var response = entry.response
+        // One copy of the stored fields, with room for `Age` and `Cache-Status` (else each may grow it again).
+        response.headerFields.reserveCapacity(response.headerFields.count + 2)
         for name in decision.fieldsToOmitWhenServed {
             if let fieldName = HTTPField.Name(name) { response.headerFields[fieldName] = nil }
         }
-        response.headerFields[.age] = String(found.prepared.currentAge(now: now()))
+        response.headerFields[.age] = String(found.prepared.currentAge(now: servedAt ?? now()))
         var member = status ?? CacheStatus(cacheName: configuration.cacheName)
         if status == nil {
             member.hit = true
@@ -303,8 +345,10 @@ public final class CachedNetworking: Sendable {
         }
         let body = context.request.method == .head ? ByteBuffer() : entry.body
         metrics.bytes("cache", body.readableBytes)
+        // Handed over (not copied), so that `Cache-Status` is appended to the fields copied above, not to a
+        // second copy.
         return makeResponse(
-            response, body: body, source: source, status: member,
+            consume response, body: body, source: source, status: member,
             entry: CachedResponse.EntryIdentity(key: found.key, version: found.version))
     }
 
@@ -351,6 +395,43 @@ public final class CachedNetworking: Sendable {
         member.forward = reason
         return makeResponse(answer.response, body: answer.body, source: .network, status: member, entry: nil)
     }
+}
+
+/// The namespace generation as last read, and the entry keys built for it (at most ``keyLimit`` keys and
+/// ``byteLimit`` bytes of URL and key text; the table starts over when full or when the generation changes).
+struct GenerationCache {
+    static let keyLimit = 512
+    static let byteLimit = 256 << 10
+
+    var generation: (value: Int, readAt: ContinuousClock.Instant)?
+    var entryKeys: [EntryKeyName: String] = [:]
+    var bytes = 0
+
+    /// `value` read (or set) at `readAt`; the keys of another generation are dropped.
+    mutating func record(_ value: Int, readAt: ContinuousClock.Instant) {
+        if generation?.value != value { forgetKeys() }
+        generation = (value, readAt)
+    }
+
+    /// Keeps `key`, built for `name` in `generation`, unless the generation has changed since.
+    mutating func remember(_ key: String, for name: EntryKeyName, generation: Int) {
+        guard self.generation?.value == generation else { return }
+        let size = name.uri.utf8.count + key.utf8.count
+        guard size <= Self.byteLimit / 16 else { return }
+        if entryKeys.count >= Self.keyLimit || bytes + size > Self.byteLimit { forgetKeys() }
+        if entryKeys.updateValue(key, forKey: name) == nil { bytes += size }
+    }
+
+    private mutating func forgetKeys() {
+        entryKeys.removeAll(keepingCapacity: true)
+        bytes = 0
+    }
+}
+
+/// A request's method and normalized URI, as the ``GenerationCache`` knows its entry key.
+struct EntryKeyName: Hashable, Sendable {
+    let method: HTTPRequest.Method
+    let uri: String
 }
 
 /// One request on its way through the cache.

@@ -92,22 +92,26 @@ extension StoreAccess {
     /// The envelope under `key`: the decoded form a ``DecodedEnvelopeStore`` kept (prepared again when it was
     /// prepared under other rules), else the bytes decoded and checked here.
     func getEnvelope(_ key: String, rules: CachingRules) async -> StoreRead<EnvelopeRead> {
-        if let decodedStore {
-            let result: Result<(value: ByteBuffer, decoded: DecodedEnvelope?)?, CacheStoreError>
-            do throws(CacheStoreError) {
-                result = .success(try decodedStore.getDecoded(key))
-            } catch {
-                result = .failure(error)
-            }
-            return settle("get", key, result).map { found in
-                guard let found else { return .missing }
-                if let decoded = found.decoded, decoded.response?.prepared.isPrepared(for: rules) ?? true {
-                    return .found(decoded)
-                }
-                return Self.decode(found.value, rules: rules)
-            }
-        }
+        if let read = getEnvelopeNow(key, rules: rules) { return read }
         return await get(key).map { bytes in bytes.map { Self.decode($0, rules: rules) } ?? .missing }
+    }
+
+    /// ``getEnvelope(_:rules:)`` without suspending, from a ``DecodedEnvelopeStore``; nil for other stores.
+    func getEnvelopeNow(_ key: String, rules: CachingRules) -> StoreRead<EnvelopeRead>? {
+        guard let decodedStore else { return nil }
+        let result: Result<(value: ByteBuffer, decoded: DecodedEnvelope?)?, CacheStoreError>
+        do throws(CacheStoreError) {
+            result = .success(try decodedStore.getDecoded(key))
+        } catch {
+            result = .failure(error)
+        }
+        return settle("get", key, result).map { found in
+            guard let found else { return .missing }
+            if let decoded = found.decoded, decoded.response?.prepared.isPrepared(for: rules) ?? true {
+                return .found(decoded)
+            }
+            return Self.decode(found.value, rules: rules)
+        }
     }
 
     /// Stores `envelope` under `key`: its bytes, and its decoded form too (with `prepared`, the response's

@@ -99,6 +99,18 @@ struct StoreRESPTests {
         _ = try await offThread { server.stop() }
     }
 
+    /// A server that answers every GET with "ok" after `replyDelay`, and a store with one connection to it.
+    private func slowGetServer(replyDelay: Duration) throws -> (ScriptedServer, RESPStore) {
+        let server = try ScriptedServer(replyDelay: replyDelay) { command in
+            command.first == "GET" ? Array("$2\r\nok\r\n".utf8) : Array("-ERR unexpected\r\n".utf8)
+        }
+        let store = RESPStore(configuration: configuration(port: server.port) {
+            $0.poolSize = 1
+            $0.commandTimeout = .seconds(5)
+        })
+        return (server, store)
+    }
+
     @Test func aServerThatNeverAnswersTimesOut() async throws {
         let silent = try SilentListener()
         let store = RESPStore(configuration: configuration(port: silent.port) { $0.poolSize = 2 })
@@ -297,13 +309,7 @@ struct StoreRESPTests {
 
     /// A server slower than the poll: the call is handed to the connection's thread and still gets its reply.
     @Test func aSlowReplyIsHandedToTheConnectionThread() async throws {
-        let server = try ScriptedServer(replyDelay: .milliseconds(20)) { command in
-            command.first == "GET" ? Array("$2\r\nok\r\n".utf8) : Array("-ERR unexpected\r\n".utf8)
-        }
-        let store = RESPStore(configuration: configuration(port: server.port) {
-            $0.poolSize = 1
-            $0.commandTimeout = .seconds(5)
-        })
+        let (server, store) = try slowGetServer(replyDelay: .milliseconds(20))
         for _ in 0..<10 { #expect(try await store.get("k")?.text == "ok") }
         let polls = store.pool.replyPolls
         #expect(polls.answered == 0, "\(polls)")
@@ -351,13 +357,7 @@ struct StoreRESPTests {
     }
 
     @Test func queuedCommandsArePipelined() async throws {
-        let server = try ScriptedServer(replyDelay: .milliseconds(30)) { command in
-            command.first == "GET" ? Array("$2\r\nok\r\n".utf8) : Array("-ERR unexpected\r\n".utf8)
-        }
-        let store = RESPStore(configuration: configuration(port: server.port) {
-            $0.poolSize = 1
-            $0.commandTimeout = .seconds(5)
-        })
+        let (server, store) = try slowGetServer(replyDelay: .milliseconds(30))
         try await withThrowingTaskGroup(of: Void.self) { group in
             for i in 0..<40 {
                 group.addTask {

@@ -183,9 +183,10 @@ let package = Package(
         .testTarget(
             name: "CacheServerTests",
             dependencies: [
-                "CacheServer", "RESP", "CacheCore",
+                "CacheServer", "RESP", "CacheCore", "CachedTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .testTarget(

@@ -76,6 +76,47 @@ struct RawProtocolTests {
         #expect(mismatches(replies, expected).isEmpty, "\(mismatches(replies, expected).prefix(3))")
     }
 
+    @Test(
+        "replies far larger than the socket buffer, mixed with small ones, arrive whole and in order",
+        arguments: [ServerProcess.Kind.redis, .cached])
+    func repliesLargerThanTheSocketBuffer(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        // 1 MiB that differs from one place to the next, so a reply that lost, repeated or swapped bytes shows.
+        let value = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 10) }
+        let connection = try RawConnection(port: server.port)
+        try connection.send(Self.bulkCommand(["SET", "big"], value: value))
+        #expect(try connection.readReplies(1) == [.ok])
+
+        // 24 MiB of replies to one write: the socket takes a part of them at a time, the rest waits for the
+        // client, and the small replies in between must keep their places.
+        var request: [UInt8] = []
+        var expected: [RedisReply] = []
+        for i in 0..<24 {
+            request += .respCommand(["GET", "big"])
+            expected.append(.bulk(value))
+            request += .respCommand(["INCR", "n"])
+            expected.append(.integer(Int64(i + 1)))
+        }
+        try connection.send(request)
+        usleep(100_000)  // the client reads late, as a busy one would
+
+        let replies = try connection.readReplies(expected.count, timeout: 30)
+        #expect(replies.count == expected.count)
+        let wrong = zip(replies, expected).enumerated().filter { $0.element.0 != $0.element.1 }.map(\.offset)
+        #expect(wrong.isEmpty, "replies out of place or damaged at \(wrong.prefix(5))")
+        try connection.send(.respCommand(["PING"]))
+        #expect(try connection.readReplies(1) == [.status("PONG")])
+    }
+
+    /// A command whose last argument is `value`, as raw bytes.
+    private static func bulkCommand(_ words: [String], value: [UInt8]) -> [UInt8] {
+        var bytes = Array("*\(words.count + 1)\r\n".utf8)
+        for word in words { bytes += Array("$\(word.utf8.count)\r\n\(word)\r\n".utf8) }
+        bytes += Array("$\(value.count)\r\n".utf8) + value + Array("\r\n".utf8)
+        return bytes
+    }
+
     @Test("inline and multibulk commands mix in one pipeline", arguments: [ServerProcess.Kind.redis, .cached])
     func mixedPipeline(_ kind: ServerProcess.Kind) throws {
         let server = try ServerProcess.start(kind)

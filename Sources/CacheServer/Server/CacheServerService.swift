@@ -14,7 +14,7 @@ public final class CacheServerService: Service, Sendable {
     package let state: ServerState
     private let onServerRunning: (@Sendable ([Int]) -> Void)?
     private let systemd: SystemdNotifier?
-    private let listeners = Mutex<[any Channel]>([])
+    private let listeners = Mutex<[Listener]>([])
     /// How SHUTDOWN asked the server to stop; nil for a signal.
     private let shutdownRequest = Mutex<ShutdownRequest?>(nil)
     private let stopping = Atomic<Bool>(false)
@@ -47,45 +47,43 @@ public final class CacheServerService: Service, Sendable {
         let threads = config.ioThreads > 0 ? config.ioThreads : System.coreCount
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let state = self.state
-        func bootstrap(unixSocketPath: String?) -> ServerBootstrap {
+        // The Unix socket is a NIO server channel; TCP connections come from the server's own listeners, which
+        // know each connection's descriptor (see TCPListener).
+        func unixBootstrap(path: String) -> ServerBootstrap {
             ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: Int32(clamping: config.tcpBacklog))
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .childChannelOption(.socketOption(.tcp_nodelay), value: unixSocketPath == nil ? 1 : 0)
                 .childChannelOption(.maxMessagesPerRead, value: 16)
                 .childChannelOption(.writeBufferWaterMark, value: ConnectionHandler.writeBufferWaterMark)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        if unixSocketPath == nil {
-                            try Self.setKeepAlive(on: channel, seconds: state.config.tcpKeepalive)
-                        }
-                        try channel.pipeline.syncOperations.addHandler(
-                            ConnectionHandler(server: state, unixSocketPath: unixSocketPath))
+                        try channel.pipeline.syncOperations.addHandler(ConnectionHandler(server: state, unixSocketPath: path))
                     }
                 }
         }
 
         // As in Redis: port 0 means no TCP listener, and a server that listens nowhere does not start.
-        var bound: [any Channel] = []
+        var bound: [Listener] = []
         do {
             if config.port != 0 {
                 for address in config.bind {
                     let host = address.hasPrefix("-") ? String(address.dropFirst()) : address
                     do {
-                        bound.append(try await bootstrap(unixSocketPath: nil).bind(host: host, port: config.port).get())
+                        let listener = try TCPListener(
+                            host: host, port: config.port, backlog: Int32(clamping: config.tcpBacklog),
+                            eventLoop: group.next())
+                        bound.append(.tcp(listener))
                     } catch where address.hasPrefix("-") {
                         logger.warning("Could not bind optional address", metadata: ["address": "\(host)", "error": "\(error)"])
-                    } catch {
-                        throw ListenError.tcp(address: host, port: config.port, reason: ListenError.reason(error))
                     }
                 }
             }
             if !config.unixSocket.isEmpty {
                 let path = config.unixSocket
                 do {
-                    let channel = try await bootstrap(unixSocketPath: path)
+                    let channel = try await unixBootstrap(path: path)
                         .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
-                    bound.append(channel)
+                    bound.append(.unix(channel))
                 } catch {
                     throw ListenError.unixSocket(path: path, reason: ListenError.reason(error))
                 }
@@ -95,13 +93,21 @@ public final class CacheServerService: Service, Sendable {
             }
             if bound.isEmpty { throw ListenError.nowhere }
         } catch {
-            for channel in bound { try? await channel.close() }
+            for listener in bound {
+                listener.close()
+                try? await listener.closeFuture.get()
+            }
             if !config.unixSocket.isEmpty && !bound.isEmpty { unlink(config.unixSocket) }
             try? await group.shutdownGracefully()
             throw error
         }
+        for listener in bound {
+            listener.start(logger: logger) { descriptor in
+                Self.serve(descriptor: descriptor, group: group, state: state)
+            }
+        }
         listeners.withLock { $0 = bound }
-        let ports = bound.compactMap { $0.localAddress?.port }
+        let ports = bound.compactMap(\.port)
         let sweeper = ExpirySweeper(state: state)
         sweeper.start()
         state.snapshots.startScheduler { [state] in state.config }
@@ -118,7 +124,7 @@ public final class CacheServerService: Service, Sendable {
         onServerRunning?(ports)
 
         await withGracefulShutdownHandler {
-            for channel in bound { try? await channel.closeFuture.get() }
+            for listener in bound { try? await listener.closeFuture.get() }
         } onGracefulShutdown: {
             self.stopListening()
         }
@@ -248,6 +254,25 @@ public final class CacheServerService: Service, Sendable {
 
     /// TCP keepalive as Redis sets it for `tcp-keepalive N`: probes after N idle seconds, every N/3 seconds,
     /// dropping the connection after 3 unanswered probes (0 turns keepalive off).
+    /// Makes a channel of the connection `descriptor` that a TCP listener accepted, on the next event loop.
+    private static func serve(descriptor: CInt, group: MultiThreadedEventLoopGroup, state: ServerState) {
+        ClientBootstrap(group: group)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.maxMessagesPerRead, value: 16)
+            .channelOption(.writeBufferWaterMark, value: ConnectionHandler.writeBufferWaterMark)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try Self.setKeepAlive(on: channel, seconds: state.config.tcpKeepalive)
+                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(server: state, descriptor: descriptor))
+                }
+            }
+            .withConnectedSocket(descriptor)
+            .whenFailure { error in
+                // The channel, once made, closes the socket when its set-up fails.
+                state.logger.warning("Could not set up a client connection", metadata: ["error": "\(error)"])
+            }
+    }
+
     static func setKeepAlive(on channel: any Channel, seconds: Int) throws {
         guard let options = channel.syncOptions else { return }
         try options.setOption(.socketOption(.so_keepalive), value: seconds > 0 ? 1 : 0)
@@ -266,8 +291,8 @@ public final class CacheServerService: Service, Sendable {
         if !stopping.exchange(true, ordering: .relaxed) {
             notifySystemd("STOPPING=1\nSTATUS=Shutting down")
         }
-        let channels = listeners.withLock { $0 }
-        for channel in channels { channel.close(promise: nil) }
+        let current = listeners.withLock { $0 }
+        for listener in current { listener.close() }
     }
 }
 
@@ -353,6 +378,40 @@ final class ExpirySweeper: Sendable {
         where !session.isMonitor && !session.isSubscribed && now - session.lastInteractionTime > timeout * 1000 {
             state.logger.info("Closing idle client", metadata: ["client": "\(session.remoteAddress)"])
             session.close()
+        }
+    }
+}
+
+/// A place the server listens on.
+private enum Listener: Sendable {
+    /// A TCP address, accepted by the server's own thread.
+    case tcp(TCPListener)
+    /// The Unix socket, a NIO server channel.
+    case unix(any Channel)
+
+    /// Starts accepting connections (a Unix socket's channel already does).
+    func start(logger: Logger, onAccept: @escaping @Sendable (CInt) -> Void) {
+        if case .tcp(let listener) = self { listener.start(logger: logger, onAccept: onAccept) }
+    }
+
+    var port: Int? {
+        switch self {
+        case .tcp(let listener): listener.port
+        case .unix: nil
+        }
+    }
+
+    var closeFuture: EventLoopFuture<Void> {
+        switch self {
+        case .tcp(let listener): listener.closeFuture
+        case .unix(let channel): channel.closeFuture
+        }
+    }
+
+    func close() {
+        switch self {
+        case .tcp(let listener): listener.close()
+        case .unix(let channel): channel.close(promise: nil)
         }
     }
 }

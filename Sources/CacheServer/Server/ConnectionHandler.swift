@@ -77,7 +77,9 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             channel: channel,
             unixSocketPath: unixSocketPath
         )
-        session.outlet = Outlet(reference: NIOLoopBound(HandlerReference(self), eventLoop: context.eventLoop))
+        let reference = HandlerReference(self)
+        self.reference = reference
+        session.outlet = Outlet(reference: NIOLoopBound(reference, eventLoop: context.eventLoop))
         self.session = session
         self.context = context
         output = context.channel.allocator.buffer(capacity: 4096)
@@ -107,6 +109,8 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     package func channelInactive(context: ChannelHandlerContext) {
         descriptor = -1
         closing = true
+        reference?.handler = nil
+        reference = nil
         if let session {
             server.clients.remove(session.id)
             server.monitors.remove(id: session.id)
@@ -134,10 +138,21 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         }
     }
 
-    /// The session holds its outlet and the handler holds the session: the outlet's reference is weak.
+    /// The session holds its outlet and the handler holds the session: the handler drops the outlet's reference
+    /// to it when the channel goes inactive or the handler is removed, which ends the cycle. (A weak reference
+    /// would do the same, but an object that is referenced weakly keeps its reference count in a side table, and
+    /// every retain and release of the handler, several per read, would take the slower path through it.)
     private final class HandlerReference {
-        weak var handler: ConnectionHandler?
+        var handler: ConnectionHandler?
         init(_ handler: ConnectionHandler) { self.handler = handler }
+    }
+
+    /// The outlet's reference to this handler, until the channel goes inactive.
+    @exclusivity(unchecked) private var reference: HandlerReference?
+
+    package func handlerRemoved(context: ChannelHandlerContext) {
+        reference?.handler = nil
+        reference = nil
     }
 
     /// Appends a pub/sub message or an invalidation to the output and sends it. Runs between reads, so any
@@ -409,9 +424,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         // replies in hand are under both limits, there is nothing to ask the channel (the usual case; asking
         // costs more than running a GET).
         let bound = Self.writeBufferWaterMark.high + output.readableBytes
-        if (limit.hard == 0 || bound <= limit.hard) && (limit.soft == 0 || bound <= limit.soft)
-            && context.channel.isWritable
-        {
+        if (limit.hard == 0 || bound <= limit.hard) && (limit.soft == 0 || bound <= limit.soft) && writable {
             softLimitSince = nil
             return true
         }
@@ -441,10 +454,14 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// that its requests wait in the kernel instead of turning into replies in memory.
     package func channelWritabilityChanged(context: ChannelHandlerContext) {
         let writable = context.channel.isWritable
+        self.writable = writable
         context.channel.setOption(ChannelOptions.autoRead, value: writable).whenFailure { _ in }
         if writable { context.read() }
         context.fireChannelWritabilityChanged()
     }
+
+    /// The channel's writability, as last reported to ``channelWritabilityChanged(context:)``.
+    @exclusivity(unchecked) private var writable = true
 
     /// Whether replies were handed to the channel since the last flush.
     @exclusivity(unchecked) private var unflushed = false

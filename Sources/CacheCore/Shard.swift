@@ -53,6 +53,13 @@ public final class Shard: @unchecked Sendable {
     /// Read hits and misses, counted by the command layer.
     @exclusivity(unchecked) package var hits: Int = 0
     @exclusivity(unchecked) package var misses: Int = 0
+
+    /// Counts a read that found its key. Commands call this rather than writing `hits &+= 1` themselves: in
+    /// another module that write is checked for exclusive access at run time, which costs more than the call.
+    package func countHit() { hits &+= 1 }
+
+    /// Counts a read that did not find its key (see ``countHit()``).
+    package func countMiss() { misses &+= 1 }
     /// Changes to this shard's keys since it was created: every insert, overwrite, TTL change and removal
     /// (including expiry) counts one. It only grows, and moves with neither SWAPDB nor FLUSHDB, so the
     /// snapshot scheduler can tell how many changes happened since a save by comparing sums.

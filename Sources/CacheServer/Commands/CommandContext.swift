@@ -5,10 +5,8 @@ import RESP
 /// Everything a command handler needs: its arguments, the client, the server, the time, and the reply.
 package struct CommandContext {
     package let arguments: Arguments
-    // A context lives only while its command runs, and the connection that runs it holds the session and the
-    // server meanwhile: the context holds them without reference counting.
-    package unowned(unsafe) let session: ClientSession
-    package unowned(unsafe) let server: ServerState
+    package let session: ClientSession
+    package let server: ServerState
     /// Milliseconds since the epoch, read once for the whole command.
     package let now: Int64
     /// Where the handler writes its reply.

@@ -11,11 +11,11 @@ package enum StringCommands {
         let shard = c.database.shard(for: hash)
         shard.lock.lock()
         if let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) {
-            shard.hits &+= 1
+            shard.countHit()
             shard.touch(index, now: c.now)
             c.reply.writeRESPBulkString(shard.entry(at: index).value)
         } else {
-            shard.misses &+= 1
+            shard.countMiss()
             c.null()
         }
         shard.lock.unlock()
@@ -37,11 +37,11 @@ package enum StringCommands {
         shard.lock.lock()
         defer { shard.lock.unlock() }
         guard let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) else {
-            shard.misses &+= 1
+            shard.countMiss()
             c.reply.writeStaticString("$0\r\n\r\n")
             return
         }
-        shard.hits &+= 1
+        shard.countHit()
         let value = shard.entry(at: index).value
         let length = value.count
         if start < 0 && end < 0 && start > end {
@@ -70,11 +70,11 @@ package enum StringCommands {
             let hash = c.hash(i)
             let shard = db.shard(for: hash)
             if let index = shard.lookup(c.arguments[i], hash: hash, now: c.now) {
-                shard.hits &+= 1
+                shard.countHit()
                 shard.touch(index, now: c.now)
                 c.reply.writeRESPBulkString(shard.entry(at: index).value)
             } else {
-                shard.misses &+= 1
+                shard.countMiss()
                 c.null()
             }
         }
@@ -234,12 +234,12 @@ package enum StringCommands {
         let shard = c.database.shard(for: hash)
         shard.lock.lock()
         if let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) {
-            shard.hits &+= 1
+            shard.countHit()
             c.reply.writeRESPBulkString(shard.entry(at: index).value)
             shard.remove(at: index)
             c.keyModified(1)
         } else {
-            shard.misses &+= 1
+            shard.countMiss()
             c.null()
         }
         shard.lock.unlock()
@@ -252,11 +252,11 @@ package enum StringCommands {
         shard.lock.lock()
         defer { shard.lock.unlock() }
         guard let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) else {
-            shard.misses &+= 1
+            shard.countMiss()
             c.null()
             return
         }
-        shard.hits &+= 1
+        shard.countHit()
         var expiry: Int64?
         if let kind = options.expireKind {
             guard let e = absoluteExpiry(&c, argument: options.expireArgument, kind: kind) else { return }

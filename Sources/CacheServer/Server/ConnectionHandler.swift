@@ -347,7 +347,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         }
     }
 
-    private var registeredMonitor = false
+    @exclusivity(unchecked) private var registeredMonitor = false
 
     private func keepPending(_ buffer: inout ByteBuffer, context: ChannelHandlerContext) {
         if buffer.readableBytes > queryBufferLimit {
@@ -412,7 +412,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     // MARK: slow readers
 
     /// When the soft output limit was first exceeded, while it still is.
-    private var softLimitSince: Int64?
+    @exclusivity(unchecked) private var softLimitSince: Int64?
 
     /// Checks replies waiting for the client (in the channel and in `output`) against
     /// `client-output-buffer-limit`, and closes the connection when they are over it. Returns false then.

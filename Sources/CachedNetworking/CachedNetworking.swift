@@ -32,7 +32,10 @@ public final class CachedNetworking: Sendable {
     let keys: CacheKeys
     let metrics: CacheMetrics
     let logger: Logger
-    let flights = SingleFlight<FlightResult>()
+    let flights = SingleFlight<FlightKey, FlightResult>()
+    /// The value of the leases this cache takes: random, made once (leases are only ever tested for presence; the
+    /// value tells which cache instance holds one).
+    let leaseToken: ByteBuffer
     private let generationCache = Mutex(GenerationCache())
     private let background = Mutex<BackgroundWork>(BackgroundWork())
 
@@ -59,6 +62,7 @@ public final class CachedNetworking: Sendable {
         )
         self.metrics = metrics
         self.store = StoreAccess(store: store, timeout: configuration.storeTimeout, metrics: metrics, logger: logger)
+        self.leaseToken = ByteBuffer(string: FNV1a64.hex(UInt64.random(in: .min ... .max)))
     }
 
     // MARK: - Requests
@@ -447,15 +451,17 @@ struct RequestContext: Sendable {
     let directives: RequestCacheControl
 
     /// Identifies the credentials of the request, so that requests of different users are never coalesced.
-    var credentialsHash: String {
+    var credentialsDigest: UInt64 {
         var hasher = FNV1a64()
-        for name in [HTTPField.Name.authorization, .cookie] {
-            for value in request.headerFields[values: name] {
+        func combine(_ name: HTTPField.Name) {
+            for field in request.headerFields where field.name == name {
                 hasher.combine(name.canonicalName.utf8)
-                hasher.combine(value.utf8)
+                hasher.combine(field.value.utf8)
             }
         }
-        return FNV1a64.hex(hasher.value)
+        combine(.authorization)
+        combine(.cookie)
+        return hasher.value
     }
 }
 
@@ -495,6 +501,33 @@ struct Lookup: Sendable {
     init(found: FoundEntry) {
         entryKey = found.key
         entry = found
+    }
+}
+
+/// What identifies a coalesced fetch: requests with equal keys share one.
+struct FlightKey: Hashable, Sendable {
+    enum Kind: Hashable, Sendable { case miss, validate }
+    let kind: Kind
+    /// A miss's forward reason (its `Cache-Status` token); empty for a validation.
+    let reason: String
+    /// The request's method and normalized URI (a miss), or the stored entry's key (a validation), compared by
+    /// their bytes.
+    let method: String
+    let target: String
+    /// ``RequestContext/credentialsDigest``.
+    let credentials: UInt64
+
+    static func == (lhs: FlightKey, rhs: FlightKey) -> Bool {
+        lhs.credentials == rhs.credentials && UTF8Bytes.equal(lhs.target, rhs.target) && lhs.method == rhs.method
+            && lhs.reason == rhs.reason && lhs.kind == rhs.kind
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(kind)
+        hasher.combine(credentials)
+        UTF8Bytes.combine(target, into: &hasher)
+        hasher.combine(method)
+        hasher.combine(reason)
     }
 }
 

@@ -259,7 +259,7 @@ struct MemoryStoreScenarioTests {
 struct SingleFlightTests {
     @Test("followers of a cancelled leader run the operation again")
     func cancelledLeader() async throws {
-        let flights = SingleFlight<Int>()
+        let flights = SingleFlight<String, Int>()
         let runs = RunCount()
         let leader = Task {
             await flights.run("k") {

@@ -16,7 +16,9 @@ extension CachedNetworking {
         lookup: Lookup,
         forward: CacheStatus.ForwardReason
     ) async throws(CachedNetworkingError) -> CachedResponse {
-        let flightKey = "miss|\(context.request.method.rawValue)|\(context.uri)|\(context.credentialsHash)|\(forward.token)"
+        let flightKey = FlightKey(
+            kind: .miss, reason: forward.token, method: context.request.method.rawValue, target: context.uri,
+            credentials: context.credentialsDigest)
         let (result, leader) = await flights.run(flightKey) {
             await self.fetchWithLease(context, lookup: lookup, forward: forward)
         }
@@ -42,9 +44,7 @@ extension CachedNetworking {
         var leaseKey: String? = nil
         if let entryKey = lookup.entryKey, !context.directives.noStore {
             let lockKey = CacheKeys.lockKey(entryKey: entryKey)
-            var token = ByteBuffer()
-            token.writeString(FNV1a64.hex(UInt64.random(in: .min ... .max)))
-            switch await store.setIfAbsent(lockKey, token, ttl: configuration.leaseDuration) {
+            switch await store.setIfAbsent(lockKey, leaseToken, ttl: configuration.leaseDuration) {
             case .value(true):
                 leaseKey = lockKey
                 // Another process may have stored the response between our lookup and the lease.
@@ -165,7 +165,11 @@ extension CachedNetworking {
         storedAt: Date? = nil
     ) async -> (entry: CachedResponse.EntryIdentity?, shareable: Bool) {
         let cleaned = HTTPResponse(status: answer.response.status, headerFields: HopByHop.removing(from: answer.response.headerFields))
-        let decision = StorageDecision.evaluate(request: context.request, response: cleaned, rules: configuration.rules)
+        // The response's `Cache-Control`, parsed once: for the decision here and for the prepared entry below.
+        let responseDirectives = ResponseCacheControl(cleaned.headerFields)
+        let decision = StorageDecision.evaluate(
+            request: context.request, requestDirectives: context.directives, response: cleaned,
+            responseDirectives: responseDirectives, rules: configuration.rules)
         guard decision.isStorable, let entryKey = lookup.entryKey else {
             if let existing, !decision.isStorable { await store.remove([existing.key]) }
             return (nil, decision.isStorable)
@@ -187,7 +191,7 @@ extension CachedNetworking {
         )
         // The lifetime, the initial age and the directives, worked out once: for the TTL here, and kept with the
         // entry by a store that keeps decoded entries.
-        let prepared = PreparedStoredResponse(entry.info, rules: configuration.rules)
+        let prepared = PreparedStoredResponse(entry.info, directives: responseDirectives, rules: configuration.rules)
         let lifetime = prepared.freshnessLifetime.seconds
         let initialAge = prepared.correctedInitialAge
         let directives = prepared.directives
@@ -229,7 +233,8 @@ extension CachedNetworking {
         context: RequestContext,
         lookup: Lookup
     ) async throws(CachedNetworkingError) -> CachedResponse {
-        let flightKey = "validate|\(found.key)|\(context.credentialsHash)"
+        let flightKey = FlightKey(
+            kind: .validate, reason: "", method: "", target: found.key, credentials: context.credentialsDigest)
         let (result, leader) = await flights.run(flightKey) {
             await self.revalidate(found, decision: decision, context: context, lookup: lookup, fetchReason: "validation")
         }
@@ -347,9 +352,7 @@ extension CachedNetworking {
         let refreshContext = RequestContext(
             request: request, body: nil, uri: context.uri, policy: .useProtocolCachePolicy, directives: RequestCacheControl())
         trackBackground(refreshKey) {
-            var token = ByteBuffer()
-            token.writeString(FNV1a64.hex(UInt64.random(in: .min ... .max)))
-            if case .value(false) = await self.store.setIfAbsent(refreshKey, token, ttl: self.configuration.leaseDuration) {
+            if case .value(false) = await self.store.setIfAbsent(refreshKey, self.leaseToken, ttl: self.configuration.leaseDuration) {
                 return
             }
             let decision = ReuseDecision.evaluate(

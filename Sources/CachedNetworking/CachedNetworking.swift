@@ -32,7 +32,10 @@ public final class CachedNetworking: Sendable {
     let keys: CacheKeys
     let metrics: CacheMetrics
     let logger: Logger
-    let flights = SingleFlight<FlightResult>()
+    let flights = SingleFlight<FlightKey, FlightResult>()
+    /// The value of the leases this cache takes: random, made once (leases are only ever tested for presence; the
+    /// value tells which cache instance holds one).
+    let leaseToken: ByteBuffer
     private let generationCache = Mutex(GenerationCache())
     private let background = Mutex<BackgroundWork>(BackgroundWork())
 
@@ -59,6 +62,7 @@ public final class CachedNetworking: Sendable {
         )
         self.metrics = metrics
         self.store = StoreAccess(store: store, timeout: configuration.storeTimeout, metrics: metrics, logger: logger)
+        self.leaseToken = ByteBuffer(string: FNV1a64.hex(UInt64.random(in: .min ... .max)))
     }
 
     // MARK: - Requests
@@ -80,15 +84,15 @@ public final class CachedNetworking: Sendable {
         body: ByteBuffer? = nil,
         policy: CachePolicy = .useProtocolCachePolicy
     ) async throws(CachedNetworkingError) -> CachedResponse {
-        guard let uri = CacheURI.normalized(request) else {
+        guard let target = RequestTarget(request) else {
             throw CachedNetworkingError(.invalidRequest, "the request has no scheme or authority")
         }
         if Task.isCancelled { throw CachedNetworkingError(.cancelled, "cancelled before start") }
         if !configuration.rules.cacheableMethods.contains(request.method) {
-            return try await forwardUncached(request, body: body, uri: uri, reason: .method)
+            return try await forwardUncached(request, body: body, uri: target.normalizedURI, reason: .method)
         }
         if Validation.isConditionalOrPartial(request) {
-            return try await forwardUncached(request, body: body, uri: uri, reason: .bypass)
+            return try await forwardUncached(request, body: body, uri: target.normalizedURI, reason: .bypass)
         }
         var directives = RequestCacheControl(request.headerFields)
         switch policy.base {
@@ -96,10 +100,22 @@ public final class CachedNetworking: Sendable {
         case .returnCacheDataDontLoad: directives.onlyIfCached = true
         default: break
         }
-        let context = RequestContext(request: request, body: body, uri: uri, policy: policy, directives: directives)
-        let lookup = await self.lookup(context)
+        // The URI and, while the generation is cached, the entry key, from the table when this target was seen.
+        let resolved = resolve(target)
+        let context = RequestContext(request: request, body: body, uri: resolved.uri, policy: policy, directives: directives)
+        // The common case without suspending (no async call to set up): the key known, and a store that answers at
+        // once with this request's own response (`found`; no `Lookup` is made unless the origin is needed).
+        var found: FoundEntry? = nil
+        var lookup: Lookup? = nil
+        if let entryKey = resolved.entryKey, let read = store.getEnvelopeNow(entryKey, rules: configuration.rules) {
+            found = ownResponse(read, entryKey: entryKey, context: context)
+            if found == nil { lookup = await examine(read, entryKey: entryKey, context: context) }
+        } else {
+            lookup = await self.lookup(context, entryKey: resolved.entryKey)
+        }
+        if found == nil { found = lookup?.entry }
 
-        if let found = lookup.entry, policy.base != .reloadIgnoringLocalCacheData {
+        if let found, policy.base != .reloadIgnoringLocalCacheData {
             // One clock read for the decision and the `Age` it is served with.
             let now = now()
             let decision = ReuseDecision.evaluate(prepared: found.prepared, requestDirectives: directives, now: now)
@@ -120,18 +136,19 @@ public final class CachedNetworking: Sendable {
             case .serveStaleWhileRevalidating:
                 metrics.hits.increment()
                 metrics.staleServed("stale_while_revalidate")
-                scheduleRefresh(found, context: context, lookup: lookup)
+                scheduleRefresh(found, context: context, lookup: lookup ?? Lookup(found: found))
                 return serveStored(found, context: context, decision: decision, source: .stale, at: now)
             default:
                 if directives.onlyIfCached { return gatewayTimeout(context) }
-                return try await validate(found, decision: decision, context: context, lookup: lookup)
+                return try await validate(found, decision: decision, context: context, lookup: lookup ?? Lookup(found: found))
             }
         }
         if directives.onlyIfCached { return gatewayTimeout(context) }
+        let missLookup = lookup ?? found.map(Lookup.init(found:)) ?? Lookup(entryKey: nil)
         metrics.misses.increment()
         let reason: CacheStatus.ForwardReason =
-            policy.base == .reloadIgnoringLocalCacheData ? .request : lookup.varyMiss ? .varyMiss : .uriMiss
-        return try await fetchCoalesced(context, lookup: lookup, forward: reason)
+            policy.base == .reloadIgnoringLocalCacheData ? .request : missLookup.varyMiss ? .varyMiss : .uriMiss
+        return try await fetchCoalesced(context, lookup: missLookup, forward: reason)
     }
 
     /// Fetches `request` into the cache unless a fresh response is already stored.
@@ -212,34 +229,36 @@ public final class CachedNetworking: Sendable {
         return generation
     }
 
-    /// The entry key of `method` and `uri` in the current generation; nil when the generation cannot be read.
+    /// The normalized URI of `target` (`uri` when the caller has it) and, while the generation is cached, its
+    /// entry key.
     ///
-    /// Keys built for the generation as cached are kept in ``GenerationCache`` (bounded), so that a repeated
-    /// request neither hashes its URL nor builds the key text again.
-    func currentEntryKey(method: HTTPRequest.Method, uri: String) async -> String? {
-        let name = EntryKeyName(method: method, uri: uri)
-        if let key = cachedEntryKey(name) { return key }
-        guard let generation = await currentGeneration() else { return nil }
-        return entryKey(name, generation: generation)
-    }
-
-    /// ``currentEntryKey(method:uri:)`` without suspending: nil when the generation has to be read again.
-    func cachedEntryKey(_ name: EntryKeyName) -> String? {
+    /// Both come from ``GenerationCache`` when `target` was seen in the cached generation, so that a repeated
+    /// request neither normalizes its URI, nor hashes it, nor builds the key text again; otherwise they are worked
+    /// out here, and kept (bounded).
+    func resolve(_ target: RequestTarget, uri: String? = nil) -> (uri: String, entryKey: String?) {
         let readAt = ContinuousClock.now
-        let cached = generationCache.withLock { cache -> (generation: Int, key: String?)? in
-            guard let generation = cache.generation,
-                readAt - generation.readAt < configuration.generationCacheDuration
-            else { return nil }
-            return (generation.value, cache.entryKeys[name])
-        }
-        guard let cached else { return nil }
-        return cached.key ?? entryKey(name, generation: cached.generation)
+        let duration = configuration.generationCacheDuration
+        let cached = generationCache.withLock { $0.lookUp(target, at: readAt, within: duration) }
+        if let known = cached?.resolved { return (known.uri, known.entryKey) }
+        let uri = uri ?? target.normalizedURI
+        guard let generation = cached?.generation else { return (uri, nil) }
+        return (uri, entryKey(target, uri: uri, generation: generation))
     }
 
-    /// The entry key of `name` in `generation`, kept for the next request.
-    private func entryKey(_ name: EntryKeyName, generation: Int) -> String {
-        let key = keys.entryKey(generation: generation, method: name.method, uri: name.uri)
-        generationCache.withLock { $0.remember(key, for: name, generation: generation) }
+    /// The entry key of `target` (whose normalized URI is `uri`) in the current generation; nil when the
+    /// generation cannot be read.
+    func currentEntryKey(_ target: RequestTarget, uri: String) async -> String? {
+        if let key = resolve(target, uri: uri).entryKey { return key }
+        guard let generation = await currentGeneration() else { return nil }
+        return entryKey(target, uri: uri, generation: generation)
+    }
+
+    /// The entry key of `target` in `generation`, kept for the next request.
+    private func entryKey(_ target: RequestTarget, uri: String, generation: Int) -> String {
+        let key = keys.entryKey(generation: generation, method: target.method, uri: uri)
+        generationCache.withLock {
+            $0.remember(ResolvedTarget(uri: uri, entryKey: key), for: target, generation: generation)
+        }
         return key
     }
 
@@ -251,50 +270,67 @@ public final class CachedNetworking: Sendable {
         }
     }
 
-    func lookup(_ context: RequestContext) async -> Lookup {
-        // The common case without suspending (no async call to set up): the generation cached and a store that
-        // answers at once.
-        var entryKey = cachedEntryKey(EntryKeyName(method: context.request.method, uri: context.uri))
-        if entryKey == nil { entryKey = await currentEntryKey(method: context.request.method, uri: context.uri) }
+    /// What is stored for `context`, under `entryKey` when the caller knows it for the current generation.
+    func lookup(_ context: RequestContext, entryKey known: String? = nil) async -> Lookup {
+        var entryKey = known
+        if entryKey == nil, let target = RequestTarget(context.request) {
+            entryKey = await currentEntryKey(target, uri: context.uri)
+        }
         guard let entryKey else { return Lookup(entryKey: nil) }
-        var lookup = Lookup(entryKey: entryKey)
         let rules = configuration.rules
         var envelope = store.getEnvelopeNow(entryKey, rules: rules)
         if envelope == nil { envelope = await store.getEnvelope(entryKey, rules: rules) }
-        guard let read = envelope?.value else {
-            lookup.entryKey = nil
-            return lookup
-        }
-        let method = context.request.method.rawValue
+        guard let envelope else { return Lookup(entryKey: nil) }
+        return await examine(envelope, entryKey: entryKey, context: context)
+    }
+
+    /// The response to `context`'s method and URI (without `Vary`) when `read`, the envelope under `entryKey`,
+    /// holds it.
+    func ownResponse(_ read: StoreRead<EnvelopeRead>, entryKey: String, context: RequestContext) -> FoundEntry? {
+        guard case .value(.found(let decoded)) = read, let response = decoded.response, response.entry.varyValues.isEmpty,
+            response.entry.method == context.request.method.rawValue, response.entry.uri == context.uri
+        else { return nil }
+        return FoundEntry(stored: response, key: entryKey)
+    }
+
+    /// What `read`, the envelope under `entryKey`, means for `context` when no further store call is needed: a
+    /// failed read, nothing stored, or the response to this method and URI. nil otherwise (a `Vary` index, or a
+    /// value that is not this request's: see ``examine(_:entryKey:context:)``).
+    func examineNow(_ read: StoreRead<EnvelopeRead>, entryKey: String, context: RequestContext) -> Lookup? {
+        if let found = ownResponse(read, entryKey: entryKey, context: context) { return Lookup(found: found) }
         switch read {
-        case .missing:
-            return lookup
-        case .found(let decoded):
-            if let response = decoded.response {
-                if response.entry.method == method && response.entry.uri == context.uri && response.entry.varyValues.isEmpty {
-                    lookup.entry = FoundEntry(stored: response, key: entryKey)
-                    return lookup
-                }
-            } else if case .varyIndex(let index) = decoded.envelope, index.method == method, index.uri == context.uri {
-                lookup.index = index
-                let vary = Vary(fieldNames: index.fieldNames)
-                let values = vary.selectingValues(from: context.request.headerFields)
-                let variantKey = CacheKeys.variantKey(
-                    entryKey: entryKey, nonce: index.nonce, secondaryKey: vary.secondaryKey(values: values))
-                guard let variantRead = await store.getEnvelope(variantKey, rules: rules).value else { return lookup }
-                if case .found(let variant) = variantRead, let response = variant.response,
-                    response.entry.method == method, response.entry.uri == context.uri,
-                    response.entry.varyValues.map(\.0) == vary.fieldNames, response.entry.varyValues.map(\.1) == values
-                {
-                    lookup.entry = FoundEntry(stored: response, key: variantKey)
-                } else {
-                    if case .missing = variantRead {} else { metrics.corruptEntries.increment() }
-                    lookup.varyMiss = true
-                }
-                return lookup
+        case .failed: return Lookup(entryKey: nil)
+        case .value(.missing): return Lookup(entryKey: entryKey)
+        case .value: return nil
+        }
+    }
+
+    /// What `read`, the envelope under `entryKey`, means for `context`: as ``examineNow(_:entryKey:context:)``,
+    /// and for a `Vary` index the variant that matches the request's fields. A value that is neither is counted
+    /// as corrupt and removed.
+    func examine(_ read: StoreRead<EnvelopeRead>, entryKey: String, context: RequestContext) async -> Lookup {
+        if let lookup = examineNow(read, entryKey: entryKey, context: context) { return lookup }
+        var lookup = Lookup(entryKey: entryKey)
+        let method = context.request.method.rawValue
+        if case .value(.found(let decoded)) = read, decoded.response == nil, case .varyIndex(let index) = decoded.envelope,
+            index.method == method, index.uri == context.uri
+        {
+            lookup.index = index
+            let vary = Vary(fieldNames: index.fieldNames)
+            let values = vary.selectingValues(from: context.request.headerFields)
+            let variantKey = CacheKeys.variantKey(
+                entryKey: entryKey, nonce: index.nonce, secondaryKey: vary.secondaryKey(values: values))
+            guard let variantRead = await store.getEnvelope(variantKey, rules: configuration.rules).value else { return lookup }
+            if case .found(let variant) = variantRead, let response = variant.response,
+                response.entry.method == method, response.entry.uri == context.uri,
+                response.entry.varyValues.map(\.0) == vary.fieldNames, response.entry.varyValues.map(\.1) == values
+            {
+                lookup.entry = FoundEntry(stored: response, key: variantKey)
+            } else {
+                if case .missing = variantRead {} else { metrics.corruptEntries.increment() }
+                lookup.varyMiss = true
             }
-        case .unreadable:
-            break
+            return lookup
         }
         // Corrupt, foreign, or another URL's entry under a colliding key: a miss; the value is removed so that
         // it is counted once and replaced by the next store.
@@ -315,6 +351,17 @@ public final class CachedNetworking: Sendable {
     ) -> CachedResponse {
         var response = response
         status.append(to: &response.headerFields)
+        return answered(response, body: body, source: source, status: status, entry: entry)
+    }
+
+    /// The answer, with `status` already appended to the response's `Cache-Status`.
+    private func answered(
+        _ response: HTTPResponse,
+        body: ByteBuffer,
+        source: CachedResponse.Source,
+        status: CacheStatus,
+        entry: CachedResponse.EntryIdentity?
+    ) -> CachedResponse {
         logger.debug(
             "answered",
             metadata: [CachedNetworkingLogKeys.cacheStatus: "\(status.headerValue)"]
@@ -322,6 +369,8 @@ public final class CachedNetworking: Sendable {
         return CachedResponse(response: response, body: body, source: source, cacheStatus: status, entry: entry)
     }
 
+    /// The stored response of `found` as an answer, with `Age` and this cache's `Cache-Status` member: `status`,
+    /// or for a plain hit (`status` nil) `hit` with the `ttl` of `decision`.
     func serveStored(
         _ found: FoundEntry,
         context: RequestContext,
@@ -330,26 +379,22 @@ public final class CachedNetworking: Sendable {
         status: CacheStatus? = nil,
         at servedAt: Date? = nil
     ) -> CachedResponse {
-        let entry = found.stored.entry
-        var response = entry.response
-        // One copy of the stored fields, with room for `Age` and `Cache-Status` (else each may grow it again).
-        response.headerFields.reserveCapacity(response.headerFields.count + 2)
-        for name in decision.fieldsToOmitWhenServed {
-            if let fieldName = HTTPField.Name(name) { response.headerFields[fieldName] = nil }
+        let age = found.prepared.currentAge(now: servedAt ?? now())
+        let body = context.request.method == .head ? ByteBuffer() : found.entry.body
+        metrics.cacheBytes(body.readableBytes)
+        let identity = CachedResponse.EntryIdentity(key: found.key, version: found.version)
+        let omitted = decision.fieldsToOmitWhenServed
+        if let status {
+            return makeResponse(
+                found.stored.servedResponse(age: age, omitting: omitted, status: nil), body: body, source: source,
+                status: status, entry: identity)
         }
-        response.headerFields[.age] = String(found.prepared.currentAge(now: servedAt ?? now()))
-        var member = status ?? CacheStatus(cacheName: configuration.cacheName)
-        if status == nil {
-            member.hit = true
-            member.timeToLive = decision.timeToLive
-        }
-        let body = context.request.method == .head ? ByteBuffer() : entry.body
-        metrics.bytes("cache", body.readableBytes)
-        // Handed over (not copied), so that `Cache-Status` is appended to the fields copied above, not to a
-        // second copy.
-        return makeResponse(
-            consume response, body: body, source: source, status: member,
-            entry: CachedResponse.EntryIdentity(key: found.key, version: found.version))
+        var member = CacheStatus(cacheName: configuration.cacheName)
+        member.hit = true
+        member.timeToLive = decision.timeToLive
+        // Every hit on the entry in the same second of its age gets the same fields: built once, then shared.
+        let response = found.stored.servedHit(age: age, omitting: omitted, status: member)
+        return answered(response, body: body, source: source, status: member, entry: identity)
     }
 
     func gatewayTimeout(_ context: RequestContext) -> CachedResponse {
@@ -368,7 +413,7 @@ public final class CachedNetworking: Sendable {
         let requestTime = now()
         do {
             let response = try await transport.send(request, body: body)
-            metrics.bytes("origin", response.body.readableBytes)
+            metrics.originBytes(response.body.readableBytes)
             return (response, requestTime, now())
         } catch let error as CachedNetworkingError {
             throw error
@@ -397,43 +442,6 @@ public final class CachedNetworking: Sendable {
     }
 }
 
-/// The namespace generation as last read, and the entry keys built for it (at most ``keyLimit`` keys and
-/// ``byteLimit`` bytes of URL and key text; the table starts over when full or when the generation changes).
-struct GenerationCache {
-    static let keyLimit = 512
-    static let byteLimit = 256 << 10
-
-    var generation: (value: Int, readAt: ContinuousClock.Instant)?
-    var entryKeys: [EntryKeyName: String] = [:]
-    var bytes = 0
-
-    /// `value` read (or set) at `readAt`; the keys of another generation are dropped.
-    mutating func record(_ value: Int, readAt: ContinuousClock.Instant) {
-        if generation?.value != value { forgetKeys() }
-        generation = (value, readAt)
-    }
-
-    /// Keeps `key`, built for `name` in `generation`, unless the generation has changed since.
-    mutating func remember(_ key: String, for name: EntryKeyName, generation: Int) {
-        guard self.generation?.value == generation else { return }
-        let size = name.uri.utf8.count + key.utf8.count
-        guard size <= Self.byteLimit / 16 else { return }
-        if entryKeys.count >= Self.keyLimit || bytes + size > Self.byteLimit { forgetKeys() }
-        if entryKeys.updateValue(key, forKey: name) == nil { bytes += size }
-    }
-
-    private mutating func forgetKeys() {
-        entryKeys.removeAll(keepingCapacity: true)
-        bytes = 0
-    }
-}
-
-/// A request's method and normalized URI, as the ``GenerationCache`` knows its entry key.
-struct EntryKeyName: Hashable, Sendable {
-    let method: HTTPRequest.Method
-    let uri: String
-}
-
 /// One request on its way through the cache.
 struct RequestContext: Sendable {
     let request: HTTPRequest
@@ -443,15 +451,17 @@ struct RequestContext: Sendable {
     let directives: RequestCacheControl
 
     /// Identifies the credentials of the request, so that requests of different users are never coalesced.
-    var credentialsHash: String {
+    var credentialsDigest: UInt64 {
         var hasher = FNV1a64()
-        for name in [HTTPField.Name.authorization, .cookie] {
-            for value in request.headerFields[values: name] {
+        func combine(_ name: HTTPField.Name) {
+            for field in request.headerFields where field.name == name {
                 hasher.combine(name.canonicalName.utf8)
-                hasher.combine(value.utf8)
+                hasher.combine(field.value.utf8)
             }
         }
-        return FNV1a64.hex(hasher.value)
+        combine(.authorization)
+        combine(.cookie)
+        return hasher.value
     }
 }
 
@@ -461,8 +471,9 @@ struct FoundEntry: Sendable {
     let stored: PreparedEntry
     var key: String
 
-    var entry: StoredEntry { stored.entry }
-    var prepared: PreparedStoredResponse { stored.prepared }
+    // Borrowed, not copied: a copy of the entry or of its prepared facts retains every string and array in them.
+    var entry: StoredEntry { _read { yield stored.entry } }
+    var prepared: PreparedStoredResponse { _read { yield stored.prepared } }
     var version: String { stored.version }
 
     init(stored: PreparedEntry, key: String) {
@@ -485,6 +496,39 @@ struct Lookup: Sendable {
     var varyMiss = false
 
     init(entryKey: String?) { self.entryKey = entryKey }
+
+    /// A lookup that found `found` under its own key (no `Vary` index).
+    init(found: FoundEntry) {
+        entryKey = found.key
+        entry = found
+    }
+}
+
+/// What identifies a coalesced fetch: requests with equal keys share one.
+struct FlightKey: Hashable, Sendable {
+    enum Kind: Hashable, Sendable { case miss, validate }
+    let kind: Kind
+    /// A miss's forward reason (its `Cache-Status` token); empty for a validation.
+    let reason: String
+    /// The request's method and normalized URI (a miss), or the stored entry's key (a validation), compared by
+    /// their bytes.
+    let method: String
+    let target: String
+    /// ``RequestContext/credentialsDigest``.
+    let credentials: UInt64
+
+    static func == (lhs: FlightKey, rhs: FlightKey) -> Bool {
+        lhs.credentials == rhs.credentials && UTF8Bytes.equal(lhs.target, rhs.target) && lhs.method == rhs.method
+            && lhs.reason == rhs.reason && lhs.kind == rhs.kind
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(kind)
+        hasher.combine(credentials)
+        UTF8Bytes.combine(target, into: &hasher)
+        hasher.combine(method)
+        hasher.combine(reason)
+    }
 }
 
 /// The shared outcome of a coalesced fetch.

@@ -1,5 +1,7 @@
 import HTTPCaching
+import HTTPTypes
 import NIOCore
+import Synchronization
 
 /// An envelope decoded once, with what a hit needs worked out ahead: the response's reuse facts
 /// (``PreparedStoredResponse``) and its body version.
@@ -47,12 +49,18 @@ final class DecodedEnvelope: Sendable {
 
 /// A stored response with its reuse facts and version, worked out once. A class, so that a hit passes one
 /// reference around instead of copying every field of the entry.
+///
+/// It also keeps the response its last plain hit was served with (``servedHit(age:omitting:status:)``): every
+/// hit in the same second of the entry's age is answered with the same header fields, so they are built once
+/// and shared (copy-on-write) by the answers, instead of copied with `Age` and `Cache-Status` for each.
 final class PreparedEntry: Sendable {
     let entry: StoredEntry
     /// The entry's reuse facts, prepared with the rules of the cache that decoded or wrote it.
     let prepared: PreparedStoredResponse
     /// ``StoredEntry/version``.
     let version: String
+    /// The response of the last plain hit, and what it was built for.
+    private let lastHit = Mutex<ServedHit?>(nil)
 
     init(_ entry: StoredEntry, prepared: PreparedStoredResponse) {
         self.entry = entry
@@ -64,6 +72,47 @@ final class PreparedEntry: Sendable {
     convenience init(_ entry: StoredEntry, rules: CachingRules) {
         self.init(entry, prepared: PreparedStoredResponse(entry.info, rules: rules))
     }
+
+    /// The stored response as served at `age`: without the fields in `omitting`, with `Age`, and with `status`
+    /// appended to its `Cache-Status` when given. One copy of the stored fields, with room for what is added.
+    func servedResponse(age: Int, omitting: Set<String>, status: CacheStatus?) -> HTTPResponse {
+        var response = entry.response
+        response.headerFields.reserveCapacity(response.headerFields.count + 2)
+        for name in omitting {
+            if let fieldName = HTTPField.Name(name) { response.headerFields[fieldName] = nil }
+        }
+        response.headerFields[.age] = String(age)
+        status?.append(to: &response.headerFields)
+        return response
+    }
+
+    /// ``servedResponse(age:omitting:status:)`` for a hit with `status`: the response made for the previous hit
+    /// when that was made for the same age, fields and member (within the same second), else a new one, kept for
+    /// the next hit.
+    func servedHit(age: Int, omitting: Set<String>, status: CacheStatus) -> HTTPResponse {
+        if let last = lastHit.withLock({ $0 }), last.age == age, last.status == status, last.omitted == omitting {
+            return last.response
+        }
+        let response = servedResponse(age: age, omitting: omitting, status: status)
+        let hit = ServedHit(age: age, omitted: omitting, status: status, response: response)
+        lastHit.withLock { $0 = hit }
+        return response
+    }
+
+    /// A served response and what it was made for. A class, so that reading it under the lock takes one reference.
+    private final class ServedHit: Sendable {
+        let age: Int
+        let omitted: Set<String>
+        let status: CacheStatus
+        let response: HTTPResponse
+
+        init(age: Int, omitted: Set<String>, status: CacheStatus, response: HTTPResponse) {
+            self.age = age
+            self.omitted = omitted
+            self.status = status
+            self.response = response
+        }
+    }
 }
 
 /// A ``CacheStore`` in this process that can keep, next to the bytes of a value the cache writes, the cache's
@@ -71,7 +120,7 @@ final class PreparedEntry: Sendable {
 ///
 /// Values written through ``CacheStore`` alone have no decoded form; the cache then decodes their bytes as it
 /// does for any other store. A store must drop the decoded form whenever the bytes beside it change.
-protocol DecodedEnvelopeStore: ImmediateCacheStore {
+protocol DecodedEnvelopeStore: AnyObject, ImmediateCacheStore {
     /// The value under `key` and the decoded form written with it; nil when nothing (live) is stored.
     func getDecoded(_ key: String) throws(CacheStoreError) -> (value: ByteBuffer, decoded: DecodedEnvelope?)?
 
@@ -98,20 +147,18 @@ extension StoreAccess {
 
     /// ``getEnvelope(_:rules:)`` without suspending, from a ``DecodedEnvelopeStore``; nil for other stores.
     func getEnvelopeNow(_ key: String, rules: CachingRules) -> StoreRead<EnvelopeRead>? {
-        guard let decodedStore else { return nil }
-        let result: Result<(value: ByteBuffer, decoded: DecodedEnvelope?)?, CacheStoreError>
+        let found: (value: ByteBuffer, decoded: DecodedEnvelope?)?
         do throws(CacheStoreError) {
-            result = .success(try decodedStore.getDecoded(key))
+            guard let decodedStore else { return nil }
+            found = try decodedStore.getDecoded(key)
         } catch {
-            result = .failure(error)
+            return settle("get", key, Result<EnvelopeRead, CacheStoreError>.failure(error))
         }
-        return settle("get", key, result).map { found in
-            guard let found else { return .missing }
-            if let decoded = found.decoded, decoded.response?.prepared.isPrepared(for: rules) ?? true {
-                return .found(decoded)
-            }
-            return Self.decode(found.value, rules: rules)
+        guard let found else { return .value(.missing) }
+        if let decoded = found.decoded, decoded.response?.prepared.isPrepared(for: rules) ?? true {
+            return .value(.found(decoded))
         }
+        return .value(Self.decode(found.value, rules: rules))
     }
 
     /// Stores `envelope` under `key`: its bytes, and its decoded form too (with `prepared`, the response's

@@ -80,7 +80,8 @@ struct CacheMetrics: Sendable {
     private let coalescedWaits: [String: Counter]
     private let storeErrors: [String: Counter]
     private let originFetches: [String: Counter]
-    private let bytesCounters: [String: Counter]
+    private let cacheBytesCounter: Counter
+    private let originBytesCounter: Counter
 
     init(factory: any MetricsFactory, namespace: String, extra: [(String, String)]) {
         let dimensions = [(Names.Dimension.namespace, namespace)] + extra
@@ -99,7 +100,9 @@ struct CacheMetrics: Sendable {
         coalescedWaits = family(Names.coalescedWaits, Names.Dimension.scope, ["process", "lease"])
         storeErrors = family(Names.storeErrors, Names.Dimension.operation, ["get", "set", "set_if_absent", "remove", "increment"])
         originFetches = family(Names.originFetches, Names.Dimension.reason, ["miss", "validation", "refresh", "bypass", "unsafe_method", "reload"])
-        bytesCounters = family(Names.bytes, Names.Dimension.source, ["cache", "origin"])
+        let bytesCounters = family(Names.bytes, Names.Dimension.source, ["cache", "origin"])
+        cacheBytesCounter = bytesCounters["cache"]!
+        originBytesCounter = bytesCounters["origin"]!
     }
 
     func revalidation(_ result: String) { revalidations[result]?.increment() }
@@ -107,8 +110,13 @@ struct CacheMetrics: Sendable {
     func coalesced(_ scope: String) { coalescedWaits[scope]?.increment() }
     func storeError(_ operation: String) { storeErrors[operation]?.increment() }
     func originFetch(_ reason: String) { originFetches[reason]?.increment() }
-    func bytes(_ source: String, _ count: Int) {
-        guard count > 0 else { return }
-        bytesCounters[source]?.increment(by: count)
+    /// Body bytes delivered from storage.
+    func cacheBytes(_ count: Int) {
+        if count > 0 { cacheBytesCounter.increment(by: count) }
+    }
+
+    /// Body bytes delivered from the origin.
+    func originBytes(_ count: Int) {
+        if count > 0 { originBytesCounter.increment(by: count) }
     }
 }

@@ -6,12 +6,12 @@ import Synchronization
 /// The operation runs in the first caller's own task, so that a call without followers costs no task creation
 /// and no hop between tasks. A cancelled first caller must not pass its cancellation on to the others: when its
 /// task was cancelled by the time the operation returned, the others run again (one of them leads).
-final class SingleFlight<Value: Sendable>: Sendable {
-    private let flights = Mutex<[String: Flight]>([:])
+final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    private let flights = Mutex<[Key: Flight]>([:])
 
     /// Runs `operation` for `key`, or joins the one already running.
     /// - Returns: The value, and whether this call ran the operation.
-    func run(_ key: String, _ operation: @Sendable () async -> Value) async -> (value: Value, leader: Bool) {
+    func run(_ key: Key, _ operation: @Sendable () async -> Value) async -> (value: Value, leader: Bool) {
         while true {
             let (flight, leader) = flights.withLock { flights -> (Flight, Bool) in
                 if let existing = flights[key] { return (existing, false) }
@@ -33,7 +33,7 @@ final class SingleFlight<Value: Sendable>: Sendable {
     }
 
     /// Whether a flight for `key` is running.
-    func isRunning(_ key: String) -> Bool {
+    func isRunning(_ key: Key) -> Bool {
         flights.withLock { $0[key] != nil }
     }
 

@@ -173,8 +173,17 @@ public struct PreparedStoredResponse: Sendable, Hashable {
 
     /// Prepares `stored` for reuse decisions under `rules`.
     public init(_ stored: StoredResponseInfo, rules: CachingRules = CachingRules()) {
+        self.init(stored, directives: ResponseCacheControl(stored.response.headerFields), rules: rules)
+    }
+
+    /// Prepares `stored` for reuse decisions under `rules`, with its `Cache-Control` already parsed.
+    /// - Parameters:
+    ///   - stored: The stored response.
+    ///   - directives: The `Cache-Control` of `stored`'s header fields (as ``ResponseCacheControl/init(_:)``
+    ///     parses them).
+    ///   - rules: Cache settings (heuristic freshness).
+    public init(_ stored: StoredResponseInfo, directives: ResponseCacheControl, rules: CachingRules = CachingRules()) {
         info = stored
-        let directives = ResponseCacheControl(stored.response.headerFields)
         self.directives = directives
         freshnessLifetime =
             stored.lifetimeOverride.map { FreshnessLifetime(seconds: $0, source: .override) }

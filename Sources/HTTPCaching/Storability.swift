@@ -92,12 +92,32 @@ public struct StorageDecision: Sendable, Hashable, CustomStringConvertible {
         response: HTTPResponse,
         rules: CachingRules = CachingRules()
     ) -> StorageDecision {
+        evaluate(
+            request: request, requestDirectives: RequestCacheControl(request.headerFields), response: response,
+            responseDirectives: ResponseCacheControl(response.headerFields), rules: rules)
+    }
+
+    /// Decides as ``evaluate(request:response:rules:)`` does, with the `Cache-Control` of the request and of the
+    /// response already parsed (a cache that keeps the response's directives parses them once).
+    ///
+    /// - Parameters:
+    ///   - request: The request as the client sent it.
+    ///   - requestDirectives: Its `Cache-Control` (of which only `no-store` matters here).
+    ///   - response: The response from the origin.
+    ///   - responseDirectives: The `Cache-Control` of `response`'s header fields.
+    ///   - rules: Cache settings.
+    /// - Returns: The decision with its reason.
+    public static func evaluate(
+        request: HTTPRequest,
+        requestDirectives: RequestCacheControl,
+        response: HTTPResponse,
+        responseDirectives directives: ResponseCacheControl,
+        rules: CachingRules = CachingRules()
+    ) -> StorageDecision {
         guard rules.cacheableMethods.contains(request.method) else { return StorageDecision(reason: .methodNotCacheable) }
         let code = response.status.code
         guard code >= 200 else { return StorageDecision(reason: .statusNotFinal) }
-        let requestDirectives = RequestCacheControl(request.headerFields)
         if requestDirectives.noStore { return StorageDecision(reason: .requestNoStore) }
-        let directives = ResponseCacheControl(response.headerFields)
         let understood = code != 206 && code != 304
         // must-understand overrides no-store for a status code the cache understands (RFC 9111 §5.2.2.3).
         if directives.noStore && !(directives.mustUnderstand && understood) {

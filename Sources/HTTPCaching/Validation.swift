@@ -11,7 +11,8 @@ public enum Validation {
 
     /// Whether `request` carries its own conditions or a range (see ``conditionalRequestFields``).
     public static func isConditionalOrPartial(_ request: HTTPRequest) -> Bool {
-        conditionalRequestFields.contains { request.headerFields[$0] != nil }
+        // One pass over the request's fields (none, for most requests), not one search per name.
+        request.headerFields.contains { field in conditionalRequestFields.contains(field.name) }
     }
 
     /// The request that validates `stored` (RFC 9111 §4.3.1): `request` with `If-None-Match` carrying the

@@ -142,6 +142,7 @@ struct PreparedStoredResponseTests {
                 response: response(200, [("Date", HTTPDate.format(epoch))] + extra),
                 requestTime: epoch.addingTimeInterval(-2), responseTime: epoch)
             let prepared = PreparedStoredResponse(stored)
+            #expect(PreparedStoredResponse(stored, directives: ResponseCacheControl(stored.response.headerFields)) == prepared)
             for elapsed in [0.0, 5, 59, 60, 89, 91, 200] {
                 for request in ["", "max-stale=20", "min-fresh=10", "no-cache", "max-age=3"] {
                     let directives = RequestCacheControl(parsing: request)

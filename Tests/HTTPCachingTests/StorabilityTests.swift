@@ -4,8 +4,14 @@ import Testing
 
 @Suite("Storability for a shared cache")
 struct StorabilityTests {
+    /// The decision, checked to be the same with the directives parsed by the caller.
     func decide(_ request: HTTPRequest, _ response: HTTPResponse) -> StorageDecision.Reason {
-        StorageDecision.evaluate(request: request, response: response).reason
+        let decision = StorageDecision.evaluate(request: request, response: response)
+        let parsed = StorageDecision.evaluate(
+            request: request, requestDirectives: RequestCacheControl(request.headerFields), response: response,
+            responseDirectives: ResponseCacheControl(response.headerFields))
+        #expect(parsed == decision)
+        return decision.reason
     }
 
     func decide(_ response: HTTPResponse) -> StorageDecision.Reason {

@@ -22,9 +22,18 @@ struct StoreKey: Hashable, Sendable {
 
     var byteCount: Int { string.utf8.count }
 
-    static func == (lhs: StoreKey, rhs: StoreKey) -> Bool {
-        let a = lhs.string.utf8
-        let b = rhs.string.utf8
+    static func == (lhs: StoreKey, rhs: StoreKey) -> Bool { UTF8Bytes.equal(lhs.string, rhs.string) }
+
+    func hash(into hasher: inout Hasher) { UTF8Bytes.combine(string, into: &hasher) }
+}
+
+/// Strings compared and hashed by their UTF-8 bytes rather than by Unicode canonical equivalence (see
+/// ``StoreKey``).
+enum UTF8Bytes {
+    /// Whether `lhs` and `rhs` have the same bytes.
+    static func equal(_ lhs: String, _ rhs: String) -> Bool {
+        let a = lhs.utf8
+        let b = rhs.utf8
         guard a.count == b.count else { return false }
         let fast = a.withContiguousStorageIfAvailable { pa in
             b.withContiguousStorageIfAvailable { pb in
@@ -35,12 +44,12 @@ struct StoreKey: Hashable, Sendable {
         return a.elementsEqual(b)
     }
 
-    func hash(into hasher: inout Hasher) {
-        // `init` made the storage contiguous, so the first branch is the one taken; the fallback copies the
-        // same bytes out and feeds them the same way, so equal keys always hash alike.
-        let done: Void? = string.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+    /// Feeds the bytes of `text` to `hasher`. Native strings hand out their bytes at once; the fallback copies the
+    /// same bytes out and feeds them the same way, so that equal bytes always hash alike.
+    static func combine(_ text: String, into hasher: inout Hasher) {
+        let done: Void? = text.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
         if done == nil {
-            Array(string.utf8).withUnsafeBytes { hasher.combine(bytes: $0) }
+            Array(text.utf8).withUnsafeBytes { hasher.combine(bytes: $0) }
         }
     }
 }

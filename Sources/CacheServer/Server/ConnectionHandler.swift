@@ -103,7 +103,6 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             return
         }
         server.clients.add(session)
-        if descriptor >= 0 { batch = server.replyBatches.batch(for: context.eventLoop) }
         context.fireChannelActive()
     }
 
@@ -189,23 +188,6 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     package func channelReadComplete(context: ChannelHandlerContext) {
-        guard let batch else { return flush(context: context) }
-        if !inBatch && (output.readableBytes > 0 || unflushed) && !closing {
-            inBatch = true
-            batch.add(self)
-        }
-    }
-
-    /// The event loop's batch that sends this connection's replies when the loop's round of reads is over
-    /// (connections the server accepted itself); nil to send them at the end of each read.
-    @exclusivity(unchecked) private var batch: ReplyBatch?
-    /// Whether this connection waits in ``batch``.
-    @exclusivity(unchecked) private var inBatch = false
-
-    /// Sends the replies that waited for the end of the loop's round of reads.
-    func sendBatchedReplies() {
-        inBatch = false
-        guard let context, !closing else { return }
         flush(context: context)
     }
 

@@ -17,8 +17,6 @@ package final class ServerState: Sendable {
     /// Client-side caching: CLIENT TRACKING's clients and the keys they may hold.
     package let tracking: TrackingTable
     package let stats = ServerStats()
-    /// Replies waiting for the end of their event loop's round of reads.
-    let replyBatches = ReplyBatches()
     /// Snapshot saves and the startup load.
     package let snapshots: SnapshotCoordinator
     package let logger: Logger

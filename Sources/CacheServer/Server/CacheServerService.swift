@@ -252,8 +252,6 @@ public final class CacheServerService: Service, Sendable {
         }
     }
 
-    /// TCP keepalive as Redis sets it for `tcp-keepalive N`: probes after N idle seconds, every N/3 seconds,
-    /// dropping the connection after 3 unanswered probes (0 turns keepalive off).
     /// Makes a channel of the connection `descriptor` that a TCP listener accepted, on the next event loop.
     private static func serve(descriptor: CInt, group: MultiThreadedEventLoopGroup, state: ServerState) {
         ClientBootstrap(group: group)
@@ -273,6 +271,8 @@ public final class CacheServerService: Service, Sendable {
             }
     }
 
+    /// TCP keepalive as Redis sets it for `tcp-keepalive N`: probes after N idle seconds, every N/3 seconds,
+    /// dropping the connection after 3 unanswered probes (0 turns keepalive off).
     static func setKeepAlive(on channel: any Channel, seconds: Int) throws {
         guard let options = channel.syncOptions else { return }
         try options.setOption(.socketOption(.so_keepalive), value: seconds > 0 ? 1 : 0)

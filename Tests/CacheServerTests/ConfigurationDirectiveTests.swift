@@ -28,8 +28,9 @@ struct ConfigurationDefaultsTests {
     // Each value is what `CONFIG GET` printed on redis-server 7.0.15 started without a
     // config file, except port, bind, io-threads and dbfilename, whose defaults here are
     // this server's (redis.conf's shipped bind line, one event loop per core, and a
-    // snapshot file name that does not claim to be RDB), and maxmemory-policy, whose
-    // default here is allkeys-sieve (a cache makes room by default; see docs/commands.md).
+    // snapshot file name that does not claim to be RDB), maxmemory-policy, whose
+    // default here is allkeys-sieve (a cache makes room by default; see docs/commands.md),
+    // and busy-poll, which Redis does not have.
     @Test(
         "renders each default as redis-server does",
         arguments: [
@@ -41,6 +42,7 @@ struct ConfigurationDefaultsTests {
             ("protected-mode", "yes"), ("save", ""), ("appendonly", "no"), ("dbfilename", "cached.snapshot"),
             ("pidfile", ""), ("logfile", ""), ("daemonize", "no"), ("unixsocket", ""), ("unixsocketperm", "0"),
             ("snapshot-load-corrupt", "fail"), ("tracking-table-max-keys", "1000000"),
+            ("busy-poll", "20"),
         ])
     func rendersDefault(name: String, value: String) {
         #expect(configGet(ServerConfiguration(), name) == [name, value])
@@ -275,6 +277,18 @@ struct ConfigurationApplyTests {
         #expect(configuration.configGet(["unixsocketperm"])[0].value == "770")
         #expect(reason("unixsocketperm", ["1000"]) == "argument must be between 0 and 777 inclusive")
         #expect(reason("unixsocketperm", ["8"]) == "argument couldn't be parsed as an octal number")
+    }
+
+    @Test("busy-poll takes microseconds from 0 (off) to 100000")
+    func busyPollRange() throws {
+        var configuration = ServerConfiguration()
+        try configuration.apply(directive: "busy-poll", arguments: ["0"])
+        #expect(configuration.busyPoll == 0)
+        try configuration.apply(directive: "busy-poll", arguments: ["100000"])
+        #expect(configuration.busyPoll == 100_000)
+        #expect(reason("busy-poll", ["-1"]) == "argument must be between 0 and 100000 inclusive")
+        #expect(reason("busy-poll", ["100001"]) == "argument must be between 0 and 100000 inclusive")
+        #expect(reason("busy-poll", ["20us"]) == "argument couldn't be parsed into an integer")
     }
 
     @Test("io-threads accepts 1 to 128")

@@ -249,6 +249,8 @@ extension ConfigurationDirective {
         renameCommandDirective,
         .boolean("protected-mode", .runtime, \.protectedMode),
         .integer("io-threads", .startupOnly, \.ioThreads, in: 1...128),
+        // Not a Redis directive: Redis's event loop sleeps as soon as it has nothing to do.
+        .integer("busy-poll", .runtime, \.busyPoll, in: 0...100_000),
         saveDirective,
         .boolean("appendonly", .runtime, \.appendOnly),
         directoryDirective,

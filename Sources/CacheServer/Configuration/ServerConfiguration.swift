@@ -97,6 +97,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// clients (`protected-mode`).
     public var protectedMode: Bool = true
 
+    /// How long an event loop keeps polling for more requests after a read before it sleeps, in microseconds
+    /// (`busy-poll`), 0...100000; 0 turns polling off. See `BusyPoll`.
+    public var busyPoll: Int = 20
+
     /// Number of event-loop threads (`io-threads`), 1...128.
     ///
     /// The default is ``defaultIOThreads(cores:)`` of the machine's cores.

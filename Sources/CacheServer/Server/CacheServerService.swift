@@ -47,6 +47,7 @@ public final class CacheServerService: Service, Sendable {
         let threads = config.ioThreads > 0 ? config.ioThreads : System.coreCount
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let state = self.state
+        let polls = BusyPolls(group: group) { [state] in state.busyPollNanoseconds }
         // The Unix socket is a NIO server channel; TCP connections come from the server's own listeners, which
         // know each connection's descriptor (see TCPListener).
         func unixBootstrap(path: String) -> ServerBootstrap {
@@ -57,7 +58,9 @@ public final class CacheServerService: Service, Sendable {
                 .childChannelOption(.writeBufferWaterMark, value: ConnectionHandler.writeBufferWaterMark)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(ConnectionHandler(server: state, unixSocketPath: path))
+                        try channel.pipeline.syncOperations.addHandler(
+                            ConnectionHandler(
+                                server: state, unixSocketPath: path, busyPoll: polls.poll(for: channel.eventLoop)))
                     }
                 }
         }
@@ -103,7 +106,7 @@ public final class CacheServerService: Service, Sendable {
         }
         for listener in bound {
             listener.start(logger: logger) { descriptor in
-                Self.serve(descriptor: descriptor, group: group, state: state)
+                Self.serve(descriptor: descriptor, group: group, state: state, polls: polls)
             }
         }
         listeners.withLock { $0 = bound }
@@ -253,7 +256,7 @@ public final class CacheServerService: Service, Sendable {
     }
 
     /// Makes a channel of the connection `descriptor` that a TCP listener accepted, on the next event loop.
-    private static func serve(descriptor: CInt, group: MultiThreadedEventLoopGroup, state: ServerState) {
+    private static func serve(descriptor: CInt, group: MultiThreadedEventLoopGroup, state: ServerState, polls: BusyPolls) {
         ClientBootstrap(group: group)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelOption(.maxMessagesPerRead, value: 16)
@@ -261,7 +264,8 @@ public final class CacheServerService: Service, Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try Self.setKeepAlive(on: channel, seconds: state.config.tcpKeepalive)
-                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(server: state, descriptor: descriptor))
+                    try channel.pipeline.syncOperations.addHandler(
+                        ConnectionHandler(server: state, descriptor: descriptor, busyPoll: polls.poll(for: channel.eventLoop)))
                 }
             }
             .withConnectedSocket(descriptor)

@@ -49,12 +49,17 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// through the channel too, behind them.
     @exclusivity(unchecked) private var channelWrites = 0
 
+    /// The poller of the connection's event loop, told of every read (see ``BusyPoll``).
+    private let busyPoll: BusyPoll?
+
     /// A handler for a connection accepted through a NIO server channel (`unixSocketPath` names the Unix
     /// socket it came through, nil for TCP), or, with `descriptor`, one whose socket the server accepted itself.
-    package init(server: ServerState, unixSocketPath: String? = nil, descriptor: CInt? = nil) {
+    /// `busyPoll` is the poller of the event loop the connection lives on.
+    package init(server: ServerState, unixSocketPath: String? = nil, descriptor: CInt? = nil, busyPoll: BusyPoll? = nil) {
         self.server = server
         self.unixSocketPath = unixSocketPath
         self.descriptor = descriptor ?? -1
+        self.busyPoll = busyPoll
         self.output = ByteBuffer()
         self.limitsGeneration = server.limitsGeneration
         (self.limits, self.queryBufferLimit, self.outputLimits) = server.requestLimits
@@ -189,6 +194,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
 
     package func channelReadComplete(context: ChannelHandlerContext) {
         flush(context: context)
+        busyPoll?.noteRead()
     }
 
     package func errorCaught(context: ChannelHandlerContext, error: any Error) {

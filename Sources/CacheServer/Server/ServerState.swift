@@ -27,6 +27,10 @@ package final class ServerState: Sendable {
     private let configuration: Mutex<ServerConfiguration>
     private let shutdownHook = Mutex<(@Sendable (ShutdownRequest) -> Void)?>(nil)
     private let limitsVersion = Atomic<Int>(0)
+    private let busyPollWindow = Atomic<Int64>(0)
+
+    /// `busy-poll` in nanoseconds, for the event loops' pollers.
+    package var busyPollNanoseconds: Int64 { busyPollWindow.load(ordering: .relaxed) }
 
     /// Changes whenever CONFIG SET changes the request limits; connections re-read them only then.
     @inline(__always)
@@ -46,6 +50,7 @@ package final class ServerState: Sendable {
         self.runID = (0..<40).map { _ in String("0123456789abcdef".randomElement()!) }.joined()
         self.configuration = Mutex(configuration)
         self.limitsCache = Mutex(Self.limits(for: configuration))
+        busyPollWindow.store(Int64(configuration.busyPoll) * 1000, ordering: .relaxed)
         Self.applyMemorySettings(configuration, to: keyspace.budget)
     }
 
@@ -69,6 +74,7 @@ package final class ServerState: Sendable {
             }
             limitsCache.withLock { $0 = Self.limits(for: config) }
             limitsVersion.add(1, ordering: .releasing)
+            busyPollWindow.store(Int64(config.busyPoll) * 1000, ordering: .relaxed)
             Self.applyMemorySettings(config, to: keyspace.budget)
             return .success(())
         }

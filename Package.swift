@@ -32,11 +32,14 @@ let package = Package(
         // Processor hints (prefetch) that Swift has no spelling for.
         .target(name: "CMemoryHints"),
         .target(name: "CacheCore", dependencies: ["CJemalloc", "CMemoryHints"]),
+        // epoll and the processor's spin-wait hint, which Swift's Glibc module does not offer, for the event
+        // loops' busy polling.
+        .target(name: "CBusyPoll"),
         // The RESP server as a library: command table, handlers, NIO pipeline, config.
         .target(
             name: "CacheServer",
             dependencies: [
-                "RESP", "CacheCore",
+                "RESP", "CacheCore", "CBusyPoll",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

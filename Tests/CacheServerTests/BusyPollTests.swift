@@ -1,13 +1,15 @@
 import CacheCore
 import CacheServer
 import Dispatch
+import Foundation
+import Glibc
 import Logging
 import NIOCore
 import NIOPosix
 import Testing
 
-/// An event loop's poller: after a read it keeps the loop from sleeping for `busy-poll` microseconds, and only
-/// then lets it sleep.
+/// An event loop's poller: after the loop has read from clients, it watches their sockets for up to `busy-poll`
+/// microseconds before the loop may sleep, and ends the watch as soon as one of them has input.
 @Suite("Busy polling after reads")
 struct BusyPollTests {
     /// A server state whose `busy-poll` is `microseconds`, and a poller on one event loop that follows it.
@@ -20,66 +22,96 @@ struct BusyPollTests {
         return (group, state, poll)
     }
 
-    /// Notes a read on the poller's loop, and tells whether it polls afterwards and how many periods began.
-    private static func read(_ poll: BusyPoll, on loop: any EventLoop) throws -> (polling: Bool, periods: Int) {
-        try loop.submit {
-            poll.noteRead()
-            return (poll.isPolling, poll.periods)
-        }.wait()
+    /// Notes a read on the poller's loop, as a connection does at the end of a read burst.
+    private static func read(_ poll: BusyPoll, on loop: any EventLoop) throws {
+        try loop.submit { poll.noteRead() }.wait()
     }
 
-    /// Waits (up to `seconds`) until the loop stops polling; returns whether it did.
-    private static func waitUntilQuiet(_ poll: BusyPoll, on loop: any EventLoop, seconds: Double = 10) throws -> Bool {
+    /// The poller's counts once the loop has run everything due (up to `seconds`): watches run, and those ended
+    /// by input.
+    private static func counts(_ poll: BusyPoll, on loop: any EventLoop, atLeast watches: Int = 0, seconds: Double = 10)
+        throws -> (watches: Int, endedByInput: Int)
+    {
         let deadline = DispatchTime.now() + seconds
-        while DispatchTime.now() < deadline {
-            if try !loop.submit({ poll.isPolling }).wait() { return true }
+        while true {
+            let counts = try loop.submit { (poll.watches, poll.watchesEndedByInput) }.wait()
+            if counts.0 >= watches || DispatchTime.now() > deadline { return counts }
             usleep(1000)
         }
-        return false
     }
 
-    @Test("with busy-poll 0 a read starts no polling")
-    func offMeansNoPolling() throws {
+    /// A connected pair of stream sockets.
+    private static func socketPair() throws -> (CInt, CInt) {
+        var descriptors: [CInt] = [0, 0]
+        try #require(socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue), 0, &descriptors) == 0, "socketpair: errno \(errno)")
+        return (descriptors[0], descriptors[1])
+    }
+
+    @Test("with busy-poll 0 a read starts no watch")
+    func offMeansNoWatch() throws {
         let (group, _, poll) = Self.make(microseconds: 0)
         defer { try? group.syncShutdownGracefully() }
-        let after = try Self.read(poll, on: group.next())
-        #expect(!after.polling && after.periods == 0)
+        let loop = group.next()
+        try Self.read(poll, on: loop)
+        try Self.read(poll, on: loop)
+        #expect(try Self.counts(poll, on: loop).watches == 0)
     }
 
-    @Test("a read starts polling, which ends by itself once the window passes without another read")
-    func pollingEnds() throws {
-        let (group, _, poll) = Self.make(microseconds: 2_000)
+    @Test("a watch without input keeps the loop busy for the window, then lets it go")
+    func watchLastsTheWindow() throws {
+        let (group, _, poll) = Self.make(microseconds: 30_000)
         defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
-        let after = try Self.read(poll, on: loop)
-        #expect(after.polling && after.periods == 1)
-        #expect(try Self.waitUntilQuiet(poll, on: loop), "still polling long after the 2 ms window")
-        let again = try Self.read(poll, on: loop)
-        #expect(again.polling && again.periods == 2, "the next read starts a new period")
+        let start = DispatchTime.now()
+        try Self.read(poll, on: loop)
+        let after = try Self.counts(poll, on: loop, atLeast: 1)
+        let elapsed = DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds
+        #expect(after.watches == 1 && after.endedByInput == 0)
+        #expect(elapsed >= 30_000_000, "the loop ran other work before the 30 ms window had passed")
+        try Self.read(poll, on: loop)
+        #expect(try Self.counts(poll, on: loop, atLeast: 2).watches == 2, "the next read starts another watch")
     }
 
-    @Test("reads within the window extend the same period")
-    func readsExtendThePeriod() throws {
-        let (group, _, poll) = Self.make(microseconds: 100_000)
+    @Test("input on a watched socket ends the watch at once")
+    func inputEndsTheWatch() throws {
+        let (group, _, poll) = Self.make(microseconds: 20_000_000)  // 20 s: the input must end it, not the window
         defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
-        var last = try Self.read(poll, on: loop)
-        for _ in 0..<3 {
-            usleep(20_000)
-            last = try Self.read(poll, on: loop)
+        let (watched, peer) = try Self.socketPair()
+        defer {
+            close(watched)
+            close(peer)
         }
-        #expect(last.polling && last.periods == 1)
+        poll.watch(descriptor: watched)
+        let start = DispatchTime.now()
+        try Self.read(poll, on: loop)
+        // A thread of its own: the test's threads may all be blocked waiting for the loop.
+        Thread.detachNewThread {
+            usleep(50_000)
+            _ = send(peer, "x", 1, 0)
+        }
+        let after = try Self.counts(poll, on: loop, atLeast: 1, seconds: 30)
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+        #expect(after.watches == 1 && after.endedByInput == 1)
+        #expect(elapsed < 10, "the watch went on for \(elapsed) s after the input arrived")
     }
 
-    @Test("the loop runs its timers and tasks while it polls")
-    func loopStaysResponsive() throws {
-        let (group, _, poll) = Self.make(microseconds: 60_000)
+    @Test("a socket with unread input ends every watch at once; a closed socket leaves the set")
+    func unreadInputAndClose() throws {
+        let (group, state, poll) = Self.make(microseconds: 20_000_000)
         defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
-        #expect(try Self.read(poll, on: loop).polling)
-        let timer = loop.scheduleTask(in: .milliseconds(5)) { true }
-        #expect(try timer.futureResult.wait())
-        #expect(try loop.submit { poll.isPolling }.wait(), "still within the 60 ms window")
+        let (watched, peer) = try Self.socketPair()
+        defer { close(peer) }
+        poll.watch(descriptor: watched)
+        #expect(send(peer, "x", 1, 0) == 1)
+        try Self.read(poll, on: loop)
+        #expect(try Self.counts(poll, on: loop, atLeast: 1, seconds: 30) == (1, 1))
+        close(watched)
+        // With nothing left to watch, the next watch lasts its window (a short one now).
+        state.updateConfiguration { $0.busyPoll = 1_000 }
+        try Self.read(poll, on: loop)
+        #expect(try Self.counts(poll, on: loop, atLeast: 2) == (2, 1))
     }
 
     @Test("CONFIG SET busy-poll applies to the next read")
@@ -87,18 +119,20 @@ struct BusyPollTests {
         let (group, state, poll) = Self.make(microseconds: 0)
         defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
-        #expect(try !Self.read(poll, on: loop).polling)
-        state.updateConfiguration { $0.busyPoll = 50_000 }
-        #expect(try Self.read(poll, on: loop).polling)
+        try Self.read(poll, on: loop)
+        #expect(try Self.counts(poll, on: loop).watches == 0)
+        state.updateConfiguration { $0.busyPoll = 1_000 }
+        try Self.read(poll, on: loop)
+        #expect(try Self.counts(poll, on: loop, atLeast: 1).watches == 1)
         state.updateConfiguration { $0.busyPoll = 0 }
-        #expect(try Self.waitUntilQuiet(poll, on: loop))
-        #expect(try !Self.read(poll, on: loop).polling)
+        try Self.read(poll, on: loop)
+        #expect(try Self.counts(poll, on: loop).watches == 1)
     }
 
-    @Test("the loop shuts down cleanly while a long window is open")
-    func shutdownWhilePolling() throws {
-        let (group, _, poll) = Self.make(microseconds: 100_000)
-        #expect(try Self.read(poll, on: group.next()).polling)
+    @Test("the loop shuts down cleanly with a watch due")
+    func shutdownWithAWatchDue() throws {
+        let (group, _, poll) = Self.make(microseconds: 50_000)
+        try Self.read(poll, on: group.next())
         try group.syncShutdownGracefully()
     }
 }

@@ -97,8 +97,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// clients (`protected-mode`).
     public var protectedMode: Bool = true
 
-    /// How long an event loop keeps polling for more requests after a read before it sleeps, in microseconds
-    /// (`busy-poll`), 0...100000; 0 turns polling off. See `BusyPoll`.
+    /// How long an event loop watches its TCP connections for the next request after a read before it may
+    /// sleep, in microseconds (`busy-poll`), 0...100000; 0 turns it off. See `BusyPoll`.
     public var busyPoll: Int = 20
 
     /// Number of event-loop threads (`io-threads`), 1...128.

@@ -1,83 +1,105 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CBusyPoll
 import NIOCore
 
-/// Keeps an event loop polling its sockets for a short while after it has read from a client, instead of going
-/// to sleep in `epoll_wait` as soon as it has nothing to do (`busy-poll`, in microseconds).
+/// Keeps an event loop's core busy for a short while after the loop has read from clients, watching their
+/// sockets, instead of letting the loop sleep in `epoll_wait` as soon as it has nothing to do (`busy-poll`, in
+/// microseconds).
 ///
-/// A client that sends a request to a sleeping event loop pays for waking it: the kernel runs the wake-up in
-/// the client's `send`, and on a virtual machine that costs several microseconds, as much as the server spends
-/// on a GET; the loop then needs time to get going again. Under steady traffic the next request usually arrives
-/// within a few microseconds of the loop running out of work, so polling a little longer means no wake-up at
-/// all: the request finds the loop awake, and the reply comes sooner. The price is the polling itself, at most
-/// one window of CPU time after each burst of reads; an idle server does not poll.
+/// When a request arrives at a loop that sleeps, the kernel has to wake the loop's thread, and when its core has
+/// gone idle too, the core as well; on a virtual machine whose idle cores halt, that takes tens of
+/// microseconds, longer than the request itself. Under request/response traffic the next request usually comes
+/// within microseconds of the loop running out of work, so watching the sockets a little longer means it finds
+/// the loop awake: it is read at once, and the client's `send` wakes nobody.
 ///
-/// While polling, the loop keeps a callback due, so its next `epoll_wait` does not block; each pass of the loop
-/// also handles whatever else is ready (reads, writes, timers, tasks), as it would after waking up. The callback
-/// is a scheduled one: when the loop shuts down it is cancelled rather than run, so polling never holds up a
-/// shutdown.
+/// The watch runs once the loop has handled everything that was ready (it is a callback the loop runs after its
+/// I/O): it checks, with a non-blocking `epoll_wait` on an epoll set of its own holding the loop's TCP
+/// connections, whether any of them has something to read, and ends as soon as one does, so that the loop
+/// reads it; otherwise it ends when the window has passed since the last read, and the loop sleeps. During the
+/// watch the loop runs nothing else: work handed to it from other threads, a timer or a Unix-socket client's
+/// request waits at most one window. The price is CPU time, at most one window per burst of reads; an idle
+/// server does not poll.
 package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
     private let eventLoop: any EventLoop
     private let window: @Sendable () -> Int64
+    /// The epoll set of the loop's TCP connections; -1 if it could not be made (then there is no polling).
+    private let watched: CInt
 
     // Touched only on the event loop.
-    /// Reads seen so far; a pass that finds it changed starts the window again.
-    @exclusivity(unchecked) private var reads: UInt = 0
-    @exclusivity(unchecked) private var readsAtLastPass: UInt = 0
-    @exclusivity(unchecked) private var quietSince: UInt64 = 0
+    @exclusivity(unchecked) private var pending = false
     @exclusivity(unchecked) private var windowNanoseconds: UInt64 = 0
-    @exclusivity(unchecked) private var polling = false
-    /// Polling periods started so far. On the event loop only.
-    @exclusivity(unchecked) package private(set) var periods = 0
+    @exclusivity(unchecked) private var lastRead: UInt64 = 0
+    /// Watches run so far, and those that ended because a socket became readable. On the event loop only.
+    @exclusivity(unchecked) package private(set) var watches = 0
+    @exclusivity(unchecked) package private(set) var watchesEndedByInput = 0
 
     /// A poller for `eventLoop`; `window` tells the current `busy-poll` setting in nanoseconds (0: off).
     package init(eventLoop: any EventLoop, window: @escaping @Sendable () -> Int64) {
         self.eventLoop = eventLoop
         self.window = window
+        self.watched = cached_watch_set_create()
     }
 
-    /// Whether the loop is polling now. On the event loop only.
-    package var isPolling: Bool { polling }
+    deinit {
+        if watched >= 0 { close(watched) }
+    }
 
-    /// Records a read on the loop; starts polling if it is not already. On the event loop only.
+    /// Adds a connection's socket to the sockets the watch looks at. It leaves the set by itself when the
+    /// socket is closed.
+    package func watch(descriptor: CInt) {
+        guard watched >= 0 else { return }
+        _ = cached_watch_set_add(watched, descriptor)
+    }
+
+    /// Records a read from a watched connection: a watch runs after the loop has handled what is ready now.
+    /// On the event loop only.
     @inline(__always)
     package func noteRead() {
-        reads &+= 1
-        if !polling { start() }
+        if !pending { schedule() }
     }
 
-    private func start() {
+    private func schedule() {
         let window = window()
-        guard window > 0 else { return }
-        let now = NIODeadline.now()
-        polling = true
-        periods += 1
+        guard window > 0, watched >= 0 else { return }
         windowNanoseconds = UInt64(window)
-        readsAtLastPass = reads
-        quietSince = now.uptimeNanoseconds
-        schedule(at: now)
-    }
-
-    private func schedule(at now: NIODeadline) {
+        pending = true
         do {
-            _ = try eventLoop.scheduleCallback(at: now, handler: self)
+            // Due at once: the loop runs it after the I/O of this pass, before it would sleep.
+            _ = try eventLoop.scheduleCallback(at: .uptimeNanoseconds(0), handler: self)
         } catch {
-            polling = false  // the loop is shutting down
+            pending = false  // the loop is shutting down
         }
     }
 
     package func handleScheduledCallback(eventLoop: some EventLoop) {
-        let now = NIODeadline.now()
-        if reads != readsAtLastPass {
-            readsAtLastPass = reads
-            quietSince = now.uptimeNanoseconds
-        } else if now.uptimeNanoseconds &- quietSince >= windowNanoseconds {
-            polling = false
-            return
+        pending = false
+        watches += 1
+        let start = MonotonicClock.now()
+        while true {
+            if cached_watch_set_ready(watched) > 0 {
+                // Input (or a hang-up): the loop's own epoll_wait returns it at once.
+                watchesEndedByInput += 1
+                return
+            }
+            if MonotonicClock.now() &- start >= windowNanoseconds { return }
+            cached_cpu_relax()
         }
-        schedule(at: now)
     }
 
     package func didCancelScheduledCallback(eventLoop: some EventLoop) {
-        polling = false
+        pending = false
+    }
+}
+
+/// The monotonic clock in nanoseconds.
+private enum MonotonicClock {
+    @inline(__always)
+    static func now() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
     }
 }
 

@@ -49,17 +49,18 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// through the channel too, behind them.
     @exclusivity(unchecked) private var channelWrites = 0
 
-    /// The poller of the connection's event loop, told of every read (see ``BusyPoll``).
+    /// The poller of the connection's event loop, which watches the socket and is told of every read (see
+    /// ``BusyPoll``); TCP connections only, as it needs the descriptor.
     private let busyPoll: BusyPoll?
 
     /// A handler for a connection accepted through a NIO server channel (`unixSocketPath` names the Unix
     /// socket it came through, nil for TCP), or, with `descriptor`, one whose socket the server accepted itself.
-    /// `busyPoll` is the poller of the event loop the connection lives on.
+    /// `busyPoll` is the poller of the event loop the connection lives on (used with `descriptor` only).
     package init(server: ServerState, unixSocketPath: String? = nil, descriptor: CInt? = nil, busyPoll: BusyPoll? = nil) {
         self.server = server
         self.unixSocketPath = unixSocketPath
         self.descriptor = descriptor ?? -1
-        self.busyPoll = busyPoll
+        self.busyPoll = descriptor == nil ? nil : busyPoll
         self.output = ByteBuffer()
         self.limitsGeneration = server.limitsGeneration
         (self.limits, self.queryBufferLimit, self.outputLimits) = server.requestLimits
@@ -108,6 +109,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             return
         }
         server.clients.add(session)
+        if descriptor >= 0 { busyPoll?.watch(descriptor: descriptor) }
         context.fireChannelActive()
     }
 

@@ -1,0 +1,2 @@
+// The helpers are inline functions in include/busy_poll.h; this file gives the target something to build.
+#include "busy_poll.h"

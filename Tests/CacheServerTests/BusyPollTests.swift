@@ -6,6 +6,7 @@ import Glibc
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 import Testing
 
 /// An event loop's poller: after the loop has read from clients, it watches their sockets for up to `busy-poll`
@@ -82,17 +83,21 @@ struct BusyPollTests {
             close(watched)
             close(peer)
         }
-        poll.watch(descriptor: watched)
+        #expect(poll.watch(descriptor: watched), "epoll_ctl: errno \(errno)")
+        // The input comes from a thread of its own, 200 ms from now: waiting for the loop can itself take until
+        // the watch ends (the loop runs the watch before it gets to the task that completes the wait).
+        let sent = Mutex<Int?>(nil)
+        Thread.detachNewThread {
+            usleep(200_000)
+            let result = send(peer, "x", 1, 0)
+            sent.withLock { $0 = result }
+        }
         let start = DispatchTime.now()
         try Self.read(poll, on: loop)
-        // A thread of its own: the test's threads may all be blocked waiting for the loop.
-        Thread.detachNewThread {
-            usleep(50_000)
-            _ = send(peer, "x", 1, 0)
-        }
         let after = try Self.counts(poll, on: loop, atLeast: 1, seconds: 30)
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
         #expect(after.watches == 1 && after.endedByInput == 1)
+        #expect(sent.withLock { $0 } == 1)
         #expect(elapsed < 10, "the watch went on for \(elapsed) s after the input arrived")
     }
 

@@ -97,7 +97,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// clients (`protected-mode`).
     public var protectedMode: Bool = true
 
-    /// How long an event loop watches its TCP connections for the next request after a read before it may
+    /// How long an event loop watches its client connections for the next request after a read before it may
     /// sleep, in microseconds (`busy-poll`), 0...100000; 0 turns it off. See `BusyPoll`.
     public var busyPoll: Int = 20
 

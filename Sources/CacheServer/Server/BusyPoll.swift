@@ -15,16 +15,16 @@ import NIOCore
 /// the loop awake: it is read at once, and the client's `send` wakes nobody.
 ///
 /// The watch runs once the loop has handled everything that was ready (it is a callback the loop runs after its
-/// I/O): it checks, with a non-blocking `epoll_wait` on an epoll set of its own holding the loop's TCP
+/// I/O): it checks, with a non-blocking `epoll_wait` on an epoll set of its own holding the loop's client
 /// connections, whether any of them has something to read, and ends as soon as one does, so that the loop
 /// reads it; otherwise it ends when the window has passed since the last read, and the loop sleeps. During the
-/// watch the loop runs nothing else: work handed to it from other threads, a timer or a Unix-socket client's
-/// request waits at most one window. The price is CPU time, at most one window per burst of reads; an idle
+/// watch the loop runs nothing else: work handed to it from other threads, or a timer, waits at most one
+/// window. The price is CPU time, at most one window per burst of reads; an idle
 /// server does not poll.
 package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
     private let eventLoop: any EventLoop
     private let window: @Sendable () -> Int64
-    /// The epoll set of the loop's TCP connections; -1 if it could not be made (then there is no polling).
+    /// The epoll set of the loop's client connections; -1 if it could not be made (then there is no polling).
     private let watched: CInt
 
     // Touched only on the event loop.
@@ -46,11 +46,11 @@ package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
         if watched >= 0 { close(watched) }
     }
 
-    /// Adds a connection's socket to the sockets the watch looks at. It leaves the set by itself when the
-    /// socket is closed.
-    package func watch(descriptor: CInt) {
-        guard watched >= 0 else { return }
-        _ = cached_watch_set_add(watched, descriptor)
+    /// Adds a connection's socket to the sockets the watch looks at; false if the system refused. It leaves the
+    /// set by itself when the socket is closed.
+    @discardableResult
+    package func watch(descriptor: CInt) -> Bool {
+        watched >= 0 && cached_watch_set_add(watched, descriptor) == 0
     }
 
     /// Records a read from a watched connection: a watch runs after the loop has handled what is ready now.

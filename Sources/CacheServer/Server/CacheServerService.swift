@@ -14,7 +14,7 @@ public final class CacheServerService: Service, Sendable {
     package let state: ServerState
     private let onServerRunning: (@Sendable ([Int]) -> Void)?
     private let systemd: SystemdNotifier?
-    private let listeners = Mutex<[Listener]>([])
+    private let listeners = Mutex<[SocketListener]>([])
     /// How SHUTDOWN asked the server to stop; nil for a signal.
     private let shutdownRequest = Mutex<ShutdownRequest?>(nil)
     private let stopping = Atomic<Bool>(false)
@@ -48,34 +48,19 @@ public final class CacheServerService: Service, Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let state = self.state
         let polls = BusyPolls(group: group) { [state] in state.busyPollNanoseconds }
-        // The Unix socket is a NIO server channel; TCP connections come from the server's own listeners, which
-        // know each connection's descriptor (see TCPListener).
-        func unixBootstrap(path: String) -> ServerBootstrap {
-            ServerBootstrap(group: group)
-                .serverChannelOption(.backlog, value: Int32(clamping: config.tcpBacklog))
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .childChannelOption(.maxMessagesPerRead, value: 16)
-                .childChannelOption(.writeBufferWaterMark, value: ConnectionHandler.writeBufferWaterMark)
-                .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(
-                            ConnectionHandler(
-                                server: state, unixSocketPath: path, busyPoll: polls.poll(for: channel.eventLoop)))
-                    }
-                }
-        }
-
-        // As in Redis: port 0 means no TCP listener, and a server that listens nowhere does not start.
-        var bound: [Listener] = []
+        // Connections come from the server's own listeners, which know each connection's descriptor (see
+        // SocketListener). As in Redis: port 0 means no TCP listener, and a server that listens nowhere does not
+        // start.
+        var bound: [SocketListener] = []
         do {
             if config.port != 0 {
                 for address in config.bind {
                     let host = address.hasPrefix("-") ? String(address.dropFirst()) : address
                     do {
-                        let listener = try TCPListener(
+                        let listener = try SocketListener(
                             host: host, port: config.port, backlog: Int32(clamping: config.tcpBacklog),
                             eventLoop: group.next())
-                        bound.append(.tcp(listener))
+                        bound.append(listener)
                     } catch where address.hasPrefix("-") {
                         logger.warning("Could not bind optional address", metadata: ["address": "\(host)", "error": "\(error)"])
                     }
@@ -83,13 +68,8 @@ public final class CacheServerService: Service, Sendable {
             }
             if !config.unixSocket.isEmpty {
                 let path = config.unixSocket
-                do {
-                    let channel = try await unixBootstrap(path: path)
-                        .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
-                    bound.append(.unix(channel))
-                } catch {
-                    throw ListenError.unixSocket(path: path, reason: ListenError.reason(error))
-                }
+                bound.append(
+                    try SocketListener(unixPath: path, backlog: Int32(clamping: config.tcpBacklog), eventLoop: group.next()))
                 if config.unixSocketPermissions != 0 && chmod(path, mode_t(config.unixSocketPermissions)) != 0 {
                     throw ListenError.unixSocket(path: path, reason: String(cString: strerror(errno)))
                 }
@@ -100,13 +80,15 @@ public final class CacheServerService: Service, Sendable {
                 listener.close()
                 try? await listener.closeFuture.get()
             }
-            if !config.unixSocket.isEmpty && !bound.isEmpty { unlink(config.unixSocket) }
+            // The socket file goes only if this server made it (a file already there is left alone).
+            if bound.contains(where: { $0.path != nil }) { unlink(config.unixSocket) }
             try? await group.shutdownGracefully()
             throw error
         }
         for listener in bound {
             listener.start(logger: logger) { descriptor in
-                Self.serve(descriptor: descriptor, group: group, state: state, polls: polls)
+                Self.serve(
+                    descriptor: descriptor, unixSocketPath: listener.path, group: group, state: state, polls: polls)
             }
         }
         listeners.withLock { $0 = bound }
@@ -255,17 +237,24 @@ public final class CacheServerService: Service, Sendable {
         }
     }
 
-    /// Makes a channel of the connection `descriptor` that a TCP listener accepted, on the next event loop.
-    private static func serve(descriptor: CInt, group: MultiThreadedEventLoopGroup, state: ServerState, polls: BusyPolls) {
-        ClientBootstrap(group: group)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+    /// Makes a channel of the connection `descriptor` that a listener accepted (on the Unix socket at
+    /// `unixSocketPath`, or TCP when nil), on the next event loop.
+    private static func serve(
+        descriptor: CInt, unixSocketPath: String?, group: MultiThreadedEventLoopGroup, state: ServerState,
+        polls: BusyPolls
+    ) {
+        var bootstrap = ClientBootstrap(group: group)
+        if unixSocketPath == nil { bootstrap = bootstrap.channelOption(.socketOption(.tcp_nodelay), value: 1) }
+        bootstrap
             .channelOption(.maxMessagesPerRead, value: 16)
             .channelOption(.writeBufferWaterMark, value: ConnectionHandler.writeBufferWaterMark)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try Self.setKeepAlive(on: channel, seconds: state.config.tcpKeepalive)
+                    if unixSocketPath == nil { try Self.setKeepAlive(on: channel, seconds: state.config.tcpKeepalive) }
                     try channel.pipeline.syncOperations.addHandler(
-                        ConnectionHandler(server: state, descriptor: descriptor, busyPoll: polls.poll(for: channel.eventLoop)))
+                        ConnectionHandler(
+                            server: state, unixSocketPath: unixSocketPath, descriptor: descriptor,
+                            busyPoll: polls.poll(for: channel.eventLoop)))
                 }
             }
             .withConnectedSocket(descriptor)
@@ -386,40 +375,6 @@ final class ExpirySweeper: Sendable {
     }
 }
 
-/// A place the server listens on.
-private enum Listener: Sendable {
-    /// A TCP address, accepted by the server's own thread.
-    case tcp(TCPListener)
-    /// The Unix socket, a NIO server channel.
-    case unix(any Channel)
-
-    /// Starts accepting connections (a Unix socket's channel already does).
-    func start(logger: Logger, onAccept: @escaping @Sendable (CInt) -> Void) {
-        if case .tcp(let listener) = self { listener.start(logger: logger, onAccept: onAccept) }
-    }
-
-    var port: Int? {
-        switch self {
-        case .tcp(let listener): listener.port
-        case .unix: nil
-        }
-    }
-
-    var closeFuture: EventLoopFuture<Void> {
-        switch self {
-        case .tcp(let listener): listener.closeFuture
-        case .unix(let channel): channel.closeFuture
-        }
-    }
-
-    func close() {
-        switch self {
-        case .tcp(let listener): listener.close()
-        case .unix(let channel): channel.close(promise: nil)
-        }
-    }
-}
-
 /// The final snapshot could not be written at shutdown.
 public struct SnapshotSaveFailure: Error, CustomStringConvertible {
     let underlying: SnapshotError
@@ -445,11 +400,5 @@ public enum ListenError: Error, CustomStringConvertible {
         case .nowhere:
             "Configured to not listen anywhere, exiting."
         }
-    }
-
-    /// The system's explanation of a failed bind, without NIO's wrapping.
-    static func reason(_ error: any Error) -> String {
-        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
-        return "\(error)"
     }
 }

@@ -50,12 +50,13 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     @exclusivity(unchecked) private var channelWrites = 0
 
     /// The poller of the connection's event loop, which watches the socket and is told of every read (see
-    /// ``BusyPoll``); TCP connections only, as it needs the descriptor.
+    /// ``BusyPoll``); connections the server accepted itself only, as it needs the descriptor.
     private let busyPoll: BusyPoll?
 
-    /// A handler for a connection accepted through a NIO server channel (`unixSocketPath` names the Unix
-    /// socket it came through, nil for TCP), or, with `descriptor`, one whose socket the server accepted itself.
-    /// `busyPoll` is the poller of the event loop the connection lives on (used with `descriptor` only).
+    /// A handler for a connection: `unixSocketPath` names the Unix socket it came through (nil for TCP);
+    /// `descriptor` is its socket, when the server accepted it itself (without one, as in tests on an embedded
+    /// channel, every reply goes through the channel); `busyPoll` is the poller of the event loop the connection
+    /// lives on (used with `descriptor` only).
     package init(server: ServerState, unixSocketPath: String? = nil, descriptor: CInt? = nil, busyPoll: BusyPoll? = nil) {
         self.server = server
         self.unixSocketPath = unixSocketPath

@@ -6,16 +6,19 @@ import Logging
 import NIOCore
 import Synchronization
 
-/// A listening TCP socket with a thread of its own that accepts connections and hands each connected socket's
-/// descriptor on.
+/// A listening socket (TCP, or a Unix socket) with a thread of its own that accepts connections and hands each
+/// connected socket's descriptor on.
 ///
 /// The server accepts connections itself, rather than through a NIO server channel, so that it knows each
-/// connection's descriptor (NIO does not expose it) and can write replies straight to the socket while the
-/// channel has nothing queued for it (`ConnectionHandler`). The connections are still NIO channels,
-/// registered with `ClientBootstrap.withConnectedSocket`.
-package final class TCPListener: Sendable {
-    /// The port it listens on: the configured one, or the one the system chose for port 0.
-    package let port: Int
+/// connection's descriptor (NIO does not expose it): it writes replies straight to the socket while the channel
+/// has nothing queued for it (`ConnectionHandler`), and its event loops watch the sockets while they poll
+/// (`BusyPoll`). The connections are still NIO channels, registered with `ClientBootstrap.withConnectedSocket`.
+package final class SocketListener: Sendable {
+    /// The TCP port it listens on: the configured one, or the one the system chose for port 0; nil for a Unix
+    /// socket.
+    package let port: Int?
+    /// The Unix socket's path; nil for TCP.
+    package let path: String?
     /// Succeeds once the socket is closed, after ``close()``.
     package let closeFuture: EventLoopFuture<Void>
 
@@ -31,8 +34,8 @@ package final class TCPListener: Sendable {
         static let closed = 3
     }
 
-    /// Creates a socket bound to `host`:`port`, listening with room for `backlog` connections not yet accepted.
-    /// Nothing is accepted before ``start(logger:onAccept:)``.
+    /// Creates a TCP socket bound to `host`:`port`, listening with room for `backlog` connections not yet
+    /// accepted. Nothing is accepted before ``start(logger:onAccept:)``.
     /// - Throws: ``ListenError/tcp(address:port:reason:)`` with the system's reason.
     package init(host: String, port: Int, backlog: Int32, eventLoop: any EventLoop) throws {
         func failure(_ reason: String) -> ListenError { .tcp(address: host, port: port, reason: reason) }
@@ -67,9 +70,52 @@ package final class TCPListener: Sendable {
             // sin_port and sin6_port sit at the same offset, in network byte order.
             Int(UInt16(bigEndian: raw.load(fromByteOffset: 2, as: UInt16.self)))
         }
+        self.path = nil
         self.descriptor = fd
         self.closed = eventLoop.makePromise(of: Void.self)
         self.closeFuture = closed.futureResult
+    }
+
+    /// Creates a Unix socket at `path`, listening with room for `backlog` connections not yet accepted. A socket
+    /// file left at `path` (by a server that did not exit cleanly) is replaced; any other file is not.
+    /// - Throws: ``ListenError/unixSocket(path:reason:)`` with the system's reason.
+    package init(unixPath path: String, backlog: Int32, eventLoop: any EventLoop) throws {
+        func failure(_ reason: String) -> ListenError { .unixSocket(path: path, reason: reason) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        let bytes = Array(path.utf8)
+        guard !bytes.isEmpty, bytes.count < capacity else { throw failure(String(cString: strerror(ENAMETOOLONG))) }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        var status = stat()
+        if lstat(path, &status) == 0 {
+            guard status.st_mode & S_IFMT == S_IFSOCK else { throw failure(String(cString: strerror(EADDRINUSE))) }
+            unlink(path)
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw failure(String(cString: strerror(errno))) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard bound == 0, listen(fd, backlog) == 0 else {
+            let reason = String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw failure(reason)
+        }
+        self.port = nil
+        self.path = path
+        self.descriptor = fd
+        self.closed = eventLoop.makePromise(of: Void.self)
+        self.closeFuture = closed.futureResult
+    }
+
+    /// Where it listens, for log lines.
+    private var place: Logger.Metadata {
+        if let path { return ["unixsocket": "\(path)"] }
+        return ["port": "\(port ?? 0)"]
     }
 
     /// Starts the accepting thread. Each accepted connection's descriptor (non-blocking, close-on-exec) goes
@@ -124,13 +170,13 @@ package final class TCPListener: Sendable {
                     lastWarning = .now
                     logger.warning(
                         "Accepting client connection: accept: \(String(cString: strerror(error)))",
-                        metadata: ["port": "\(port)"])
+                        metadata: place)
                 }
                 usleep(10_000)
             default:
                 logger.error(
-                    "Accepting client connection failed, no longer accepting on this port: \(String(cString: strerror(error)))",
-                    metadata: ["port": "\(port)"])
+                    "Accepting client connection failed, no longer accepting on this socket: \(String(cString: strerror(error)))",
+                    metadata: place)
                 return
             }
         }

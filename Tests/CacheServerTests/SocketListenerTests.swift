@@ -25,20 +25,16 @@ struct SocketListenerTests {
         }
     }
 
-    @Test("port 0 gets a free port; a connection's descriptor is handed over non-blocking and close-on-exec")
-    func handsOverConnections() throws {
-        let (group, listener) = try Self.loopbackListener()
-        defer { try? group.syncShutdownGracefully() }
-        defer { listener.close() }
-        #expect(listener.port! > 0 && listener.path == nil)
+    /// Starts `listener`, connects with `connect` and sends "ping": the descriptor handed over must be that
+    /// connection's, non-blocking and close-on-exec.
+    private static func expectHandsOver(_ listener: SocketListener, connect: () throws -> CInt) throws {
         let accepted = Mutex<[CInt]>([])
         let arrived = DispatchSemaphore(value: 0)
         listener.start(logger: Self.logger) { descriptor in
             accepted.withLock { $0.append(descriptor) }
             arrived.signal()
         }
-
-        let client = try connectLoopback(port: listener.port!)
+        let client = try connect()
         defer { close(client) }
         #expect(send(client, "ping", 4, 0) == 4)
         #expect(arrived.wait(timeout: .now() + 5) == .success, "no connection handed over")
@@ -51,6 +47,15 @@ struct SocketListenerTests {
         var bytes = [UInt8](repeating: 0, count: 16)
         #expect(recv(descriptor, &bytes, bytes.count, 0) == 4)
         #expect(bytes.prefix(4) == [UInt8]("ping".utf8)[...], "the descriptor is the client's connection")
+    }
+
+    @Test("port 0 gets a free port; a connection's descriptor is handed over non-blocking and close-on-exec")
+    func handsOverConnections() throws {
+        let (group, listener) = try Self.loopbackListener()
+        defer { try? group.syncShutdownGracefully() }
+        defer { listener.close() }
+        #expect(listener.port! > 0 && listener.path == nil)
+        try Self.expectHandsOver(listener) { try connectLoopback(port: listener.port!) }
     }
 
     @Test("close stops accepting: the close future completes and new connections are refused")
@@ -142,25 +147,7 @@ struct SocketListenerTests {
         let listener = try SocketListener(unixPath: path, backlog: 16, eventLoop: group.next())
         defer { listener.close() }
         #expect(listener.port == nil && listener.path == path)
-        let accepted = Mutex<[CInt]>([])
-        let arrived = DispatchSemaphore(value: 0)
-        listener.start(logger: Self.logger) { descriptor in
-            accepted.withLock { $0.append(descriptor) }
-            arrived.signal()
-        }
-        let client = try Self.connectUnix(path)
-        defer { close(client) }
-        #expect(send(client, "ping", 4, 0) == 4)
-        #expect(arrived.wait(timeout: .now() + 5) == .success, "no connection handed over")
-        let descriptor = try #require(accepted.withLock { $0.first })
-        defer { close(descriptor) }
-        #expect(fcntl(descriptor, F_GETFL) & O_NONBLOCK != 0)
-        #expect(fcntl(descriptor, F_GETFD) & FD_CLOEXEC != 0)
-        var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        #expect(poll(&ready, 1, 5000) == 1)
-        var bytes = [UInt8](repeating: 0, count: 16)
-        #expect(recv(descriptor, &bytes, bytes.count, 0) == 4)
-        #expect(bytes.prefix(4) == [UInt8]("ping".utf8)[...])
+        try Self.expectHandsOver(listener) { try Self.connectUnix(path) }
     }
 
     @Test("closing a Unix socket listener stops accepting; its close future completes")

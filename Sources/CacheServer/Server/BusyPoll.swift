@@ -17,10 +17,9 @@ import NIOCore
 /// The watch runs once the loop has handled everything that was ready (it is a callback the loop runs after its
 /// I/O): it checks, with a non-blocking `epoll_wait` on an epoll set of its own holding the loop's client
 /// connections, whether any of them has something to read, and ends as soon as one does, so that the loop
-/// reads it; otherwise it ends when the window has passed since the last read, and the loop sleeps. During the
-/// watch the loop runs nothing else: work handed to it from other threads, or a timer, waits at most one
-/// window. The price is CPU time, at most one window per burst of reads; an idle
-/// server does not poll.
+/// reads it; otherwise it ends when the window has passed, and the loop sleeps. During the watch the loop runs
+/// nothing else: work handed to it from other threads, or a timer, waits at most one window. The price is CPU
+/// time, at most one window per burst of reads; an idle server does not poll.
 package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
     private let eventLoop: any EventLoop
     private let window: @Sendable () -> Int64
@@ -30,7 +29,6 @@ package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
     // Touched only on the event loop.
     @exclusivity(unchecked) private var pending = false
     @exclusivity(unchecked) private var windowNanoseconds: UInt64 = 0
-    @exclusivity(unchecked) private var lastRead: UInt64 = 0
     /// Watches run so far, and those that ended because a socket became readable. On the event loop only.
     @exclusivity(unchecked) package private(set) var watches = 0
     @exclusivity(unchecked) package private(set) var watchesEndedByInput = 0

@@ -42,8 +42,8 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// The path of the Unix socket this connection came through, or nil for TCP.
     private let unixSocketPath: String?
 
-    /// The connection's socket, when the server accepted it itself (TCP), while replies may be written to it
-    /// directly; -1 otherwise. See ``write(context:flush:)``.
+    /// The connection's socket, when the server accepted it itself (TCP or the Unix socket), while replies may
+    /// be written to it directly; -1 otherwise (and once the connection is in MONITOR mode). See ``write(context:flush:)``.
     @exclusivity(unchecked) private var descriptor: CInt
     /// Replies handed to the channel that it has not finished writing. While there are any, later replies go
     /// through the channel too, behind them.

@@ -25,6 +25,13 @@ struct SocketListenerTests {
         }
     }
 
+    /// Closes `listener` and waits until its accepting thread has closed the socket: the thread completes the
+    /// close future on the listener's event loop, which must still be running then.
+    private static func closeAndWait(_ listener: SocketListener) {
+        listener.close()
+        try? listener.closeFuture.wait()
+    }
+
     /// Starts `listener`, connects with `connect` and sends "ping": the descriptor handed over must be that
     /// connection's, non-blocking and close-on-exec.
     private static func expectHandsOver(_ listener: SocketListener, connect: () throws -> CInt) throws {
@@ -53,7 +60,7 @@ struct SocketListenerTests {
     func handsOverConnections() throws {
         let (group, listener) = try Self.loopbackListener()
         defer { try? group.syncShutdownGracefully() }
-        defer { listener.close() }
+        defer { Self.closeAndWait(listener) }
         #expect(listener.port! > 0 && listener.path == nil)
         try Self.expectHandsOver(listener) { try connectLoopback(port: listener.port!) }
     }
@@ -145,7 +152,7 @@ struct SocketListenerTests {
         #expect(FileManager.default.fileExists(atPath: path))
 
         let listener = try SocketListener(unixPath: path, backlog: 16, eventLoop: group.next())
-        defer { listener.close() }
+        defer { Self.closeAndWait(listener) }
         #expect(listener.port == nil && listener.path == path)
         try Self.expectHandsOver(listener) { try Self.connectUnix(path) }
     }

@@ -38,6 +38,10 @@ struct ClientLimitsLiveTests {
         let reader = try RawConnection(port: server.port)
         let request = [UInt8](repeating: 0, count: 0) + Array(String(repeating: "GET big\r\n", count: 3000).utf8)
         _ = reader.trySend(request)
+        // Not a byte read for a second, time enough for the replies to fill the socket buffers and overflow the
+        // 4 MB hard limit. Reading at once would make this a fast reader: a client that drains its replies as
+        // quickly as the server writes them may never have 4 MB waiting, and is rightly left alone.
+        Thread.sleep(forTimeInterval: 1)
 
         #expect(try reader.closedByServer(within: 10))
         let growth = try server.residentBytes() - before

@@ -11,20 +11,31 @@ import Darwin
 /// Swift's `String` equality follows Unicode canonical equivalence, so `"é"` (one scalar) equals `"e\u{301}"`
 /// (two). Redis compares bytes and keeps those apart; the memory store does the same so that every store
 /// agrees on which keys are distinct.
+///
+/// The bytes are hashed once, when the key is made (with `Hasher`, so seeded per process), and the table hashes
+/// that digest: a hash table rehashes the keys it moves when it removes an entry or grows, and on a full store
+/// every write removes one, which would otherwise hash several whole keys (URLs of a hundred bytes) each time.
 struct StoreKey: Hashable, Sendable {
     let string: String
+    /// The hash of the key's bytes.
+    let digest: Int
 
     init(_ string: String) {
         var contiguous = string
         contiguous.makeContiguousUTF8()
         self.string = contiguous
+        var hasher = Hasher()
+        UTF8Bytes.combine(contiguous, into: &hasher)
+        self.digest = hasher.finalize()
     }
 
     var byteCount: Int { string.utf8.count }
 
-    static func == (lhs: StoreKey, rhs: StoreKey) -> Bool { UTF8Bytes.equal(lhs.string, rhs.string) }
+    static func == (lhs: StoreKey, rhs: StoreKey) -> Bool {
+        lhs.digest == rhs.digest && UTF8Bytes.equal(lhs.string, rhs.string)
+    }
 
-    func hash(into hasher: inout Hasher) { UTF8Bytes.combine(string, into: &hasher) }
+    func hash(into hasher: inout Hasher) { hasher.combine(digest) }
 }
 
 /// Strings compared and hashed by their UTF-8 bytes rather than by Unicode canonical equivalence (see

@@ -11,12 +11,15 @@ import NIOCore
 /// The format is versioned and self-describing, all integers big-endian:
 ///
 /// ```
-/// magic "CNHC" · format version (u8) · record kind (u8: 1 response, 2 vary index) · record · FNV-1a-64 checksum
+/// magic "CNHC" · format version (u8) · record kind (u8: 1 response, 2 vary index) · record · checksum (u64)
 /// response:   stored-at, request time, response time (i64 ms since 1970) · lifetime override (i64 s, -1 none)
 ///             · method (str16) · URL (str32) · Vary'd values (u16 count; name str16, present u8, value str32)
 ///             · status (u16) · reason (str16) · header fields (u32 count; name str16, value str32) · body (u32 + bytes)
 /// vary index: nonce (u64) · method (str16) · URL (str32) · field names (u16 count; str16)
 /// ```
+///
+/// The checksum covers every byte before it: ``WordChecksum`` in version 2 (the one written), bytewise
+/// FNV-1a-64 in version 1 (still read, so that entries written before stay hits).
 ///
 /// Decoding checks everything (magic, version, kind, lengths, checksum, no trailing bytes) and answers nil for
 /// anything else, so a corrupt or foreign value reads as a miss.
@@ -25,7 +28,15 @@ enum CacheEnvelope: Sendable, Equatable {
     case varyIndex(VaryIndex)
 
     static let magic: [UInt8] = Array("CNHC".utf8)
-    static let formatVersion: UInt8 = 1
+    static let formatVersion: UInt8 = 2
+
+    /// The checksum of `bytes` in format `version` (1 or 2).
+    static func checksum(_ bytes: UnsafeRawBufferPointer, version: UInt8) -> UInt64 {
+        guard version == 1 else { return WordChecksum.checksum(bytes) }
+        var hasher = FNV1a64()
+        hasher.combine(bytes)
+        return hasher.value
+    }
 
     struct VaryIndex: Sendable, Equatable {
         var nonce: UInt64
@@ -71,9 +82,8 @@ enum CacheEnvelope: Sendable, Equatable {
             buffer.writeInteger(UInt16(index.fieldNames.count))
             for name in index.fieldNames { buffer.writeString16(name) }
         }
-        var hasher = FNV1a64()
-        buffer.withUnsafeReadableBytes { hasher.combine($0) }
-        buffer.writeInteger(hasher.value)
+        let checksum = buffer.withUnsafeReadableBytes { Self.checksum($0, version: Self.formatVersion) }
+        buffer.writeInteger(checksum)
         return buffer
     }
 
@@ -88,13 +98,17 @@ enum CacheEnvelope: Sendable, Equatable {
     }
 
     static func decode(_ input: ByteBuffer) -> CacheEnvelope? {
-        guard input.readableBytes >= magic.count + 2 + 8 else { return nil }
-        var hasher = FNV1a64()
-        input.withUnsafeReadableBytes { hasher.combine(UnsafeRawBufferPointer(rebasing: $0.dropLast(8))) }
-        guard input.getInteger(at: input.writerIndex - 8, as: UInt64.self) == hasher.value else { return nil }
+        guard input.readableBytes >= magic.count + 2 + 8,
+            let version = input.getInteger(at: input.readerIndex + magic.count, as: UInt8.self),
+            version == formatVersion || version == 1
+        else { return nil }
+        let checksum = input.withUnsafeReadableBytes {
+            Self.checksum(UnsafeRawBufferPointer(rebasing: $0.dropLast(8)), version: version)
+        }
+        guard input.getInteger(at: input.writerIndex - 8, as: UInt64.self) == checksum else { return nil }
         var buffer = input.getSlice(at: input.readerIndex, length: input.readableBytes - 8) ?? ByteBuffer()
         guard buffer.readBytes(length: magic.count) == magic,
-            buffer.readInteger(as: UInt8.self) == formatVersion,
+            buffer.readInteger(as: UInt8.self) == version,
             let kind = buffer.readInteger(as: UInt8.self)
         else { return nil }
         let decoded: CacheEnvelope?

@@ -42,3 +42,40 @@ struct FNV1a64 {
         }
     }
 }
+
+/// The checksum of the stored envelope (format 2): the bytes as 64-bit little-endian words, each taken into one
+/// accumulator with the round of xxHash64 (add the word times a prime, rotate, multiply by another), the bytes
+/// after the last whole word one at a time, and the accumulator through xxHash64's final avalanche; the length
+/// seeds it. A round costs a multiply and a rotate on the accumulator's chain per 8 bytes, where bytewise FNV-1a
+/// costs a multiply per byte (more than a microsecond for a 1 KB envelope). Every step is a bijection of the
+/// accumulator and, for a given accumulator, of its input, so two inputs of the same length that differ in a
+/// single word (any change within 8 aligned bytes) never checksum alike.
+enum WordChecksum {
+    private static let prime1: UInt64 = 0x9E37_79B1_85EB_CA87
+    private static let prime2: UInt64 = 0xC2B2_AE3D_27D4_EB4F
+    private static let prime3: UInt64 = 0x1656_67B1_9E37_79F9
+    private static let prime5: UInt64 = 0x27D4_EB2F_1656_67C5
+
+    static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        var value = prime5 &+ UInt64(bytes.count)
+        var offset = 0
+        while offset + 8 <= bytes.count {
+            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+            value = rotated(value &+ word &* prime2, by: 31) &* prime1
+            offset += 8
+        }
+        while offset < bytes.count {
+            value = rotated(value ^ UInt64(bytes[offset]) &* prime5, by: 11) &* prime1
+            offset += 1
+        }
+        value ^= value >> 33
+        value &*= prime2
+        value ^= value >> 29
+        value &*= prime3
+        value ^= value >> 32
+        return value
+    }
+
+    @inline(__always)
+    private static func rotated(_ value: UInt64, by bits: UInt64) -> UInt64 { value << bits | value >> (64 - bits) }
+}

@@ -31,7 +31,64 @@ struct EnvelopeTests {
     @Test("the envelope starts with the magic and the format version")
     func header() {
         let bytes = Array(CacheEnvelope.response(entry).encoded().readableBytesView)
-        #expect(Array(bytes.prefix(5)) == Array("CNHC".utf8) + [1])
+        #expect(Array(bytes.prefix(5)) == Array("CNHC".utf8) + [2])
+    }
+
+    /// `bytes` with `version` in place of the format version and a checksum of that version appended.
+    private func resealed(_ bytes: [UInt8], version: UInt8, checksumVersion: UInt8) -> ByteBuffer {
+        var bytes = bytes
+        bytes[4] = version
+        let checksum = bytes.withUnsafeBytes { CacheEnvelope.checksum($0, version: checksumVersion) }
+        var buffer = ByteBuffer(bytes: bytes)
+        buffer.writeInteger(checksum)
+        return buffer
+    }
+
+    @Test("an entry written in format 1 (bytewise checksum) still reads; one with the other format's checksum does not")
+    func formatOne() {
+        for envelope in [CacheEnvelope.response(entry), .varyIndex(.init(nonce: 7, method: "GET", uri: "https://e/", fieldNames: ["accept"]))] {
+            let bytes = Array(envelope.encoded().readableBytesView.dropLast(8))
+            #expect(CacheEnvelope.decode(resealed(bytes, version: 1, checksumVersion: 1)) == envelope)
+            #expect(CacheEnvelope.decode(resealed(bytes, version: 1, checksumVersion: 2)) == nil)
+            #expect(CacheEnvelope.decode(resealed(bytes, version: 2, checksumVersion: 1)) == nil)
+        }
+    }
+
+    @Test("the word checksum: a change to any one byte, the same change in two words, or two bytes swapped changes it")
+    func wordChecksum() {
+        let bytes = (0..<61).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }  // 7 words and 5 bytes
+        let original = bytes.withUnsafeBytes { CacheEnvelope.checksum($0, version: 2) }
+        var seen: Set<UInt64> = [original]
+        for position in bytes.indices {
+            for flip: UInt8 in [0x01, 0x80, 0xFF] {
+                var changed = bytes
+                changed[position] ^= flip
+                let sum = changed.withUnsafeBytes { CacheEnvelope.checksum($0, version: 2) }
+                #expect(sum != original, "byte \(position) xor \(flip) left the checksum as it was")
+                seen.insert(sum)
+            }
+        }
+        #expect(seen.count == 1 + bytes.count * 3, "two different changes gave the same checksum")
+        // The top bit of two words: with a plain multiply per word (no rotation) these changes cancel out.
+        var twice = bytes
+        twice[7] ^= 0x80
+        twice[23] ^= 0x80
+        #expect(twice.withUnsafeBytes { CacheEnvelope.checksum($0, version: 2) } != original)
+        var swapped = bytes
+        swapped.swapAt(3, 12)
+        #expect(swapped.withUnsafeBytes { CacheEnvelope.checksum($0, version: 2) } != original)
+        let shorter = bytes.dropLast().withUnsafeBytes { CacheEnvelope.checksum(UnsafeRawBufferPointer($0), version: 2) }
+        #expect(shorter != original)
+    }
+
+    @Test("every changed byte of an envelope reads as nothing")
+    func corruptions() {
+        let encoded = Array(CacheEnvelope.response(entry).encoded().readableBytesView)
+        for position in encoded.indices {
+            var bytes = encoded
+            bytes[position] ^= 0x20
+            #expect(CacheEnvelope.decode(ByteBuffer(bytes: bytes)) == nil, "a change at byte \(position) still decoded")
+        }
     }
 
     @Test("every truncation reads as nothing")
@@ -44,13 +101,12 @@ struct EnvelopeTests {
 
     @Test("another format version reads as nothing, even with a valid checksum")
     func otherVersion() {
-        var bytes = Array(CacheEnvelope.response(entry).encoded().readableBytesView.dropLast(8))
-        bytes[4] = 2
-        var hasher = FNV1a64()
-        hasher.combine(bytes)
-        var buffer = ByteBuffer(bytes: bytes)
-        buffer.writeInteger(hasher.value)
-        #expect(CacheEnvelope.decode(buffer) == nil)
+        let bytes = Array(CacheEnvelope.response(entry).encoded().readableBytesView.dropLast(8))
+        for version: UInt8 in [0, 3, 255] {
+            for checksumVersion: UInt8 in [1, 2] {
+                #expect(CacheEnvelope.decode(resealed(bytes, version: version, checksumVersion: checksumVersion)) == nil)
+            }
+        }
     }
 
     @Test("trailing bytes read as nothing")

@@ -11,7 +11,8 @@ import Synchronization
 // - hits: `CachedNetworking.run` answered from `MemoryStore`, and from `RESPStore` on a live `cached-server`,
 //   against a raw hiredis `GET` of the same key (the same envelope bytes) on a blocking context;
 // - misses: `run` for a URL not stored (origin fetch through `AsyncHTTPClientTransport` + store write) against the
-//   same transport fetching the same kind of URL by itself, from a local HTTP origin;
+//   same transport fetching the same kind of URL by itself, from a local HTTP origin; and `run` for URLs not
+//   stored with a transport that answers at once, the cache's own work on a miss;
 // - a herd: 1,000 concurrent `run`s for one URL not stored; the origin must see exactly one request.
 
 /// Body bytes of every response.
@@ -120,6 +121,22 @@ let benchmarks: @Sendable () -> Void = {
         await miss.tearDown()
     }
 
+    // The cache's own work on a miss, without a network: `run` for new URLs over a `MemoryStore` whose transport
+    // answers at once (lookup, fetch lease, storability and lifetime, the envelope's encoding, the store write,
+    // the lease's removal, the answer). 1,000 misses per sample, as in row 1; the requests are made before the
+    // measured part.
+    let own = OwnWorkFixture()
+    Benchmark(
+        "3c Miss: the cache's own work (a transport that answers at once)",
+        configuration: .init(warmupIterations: 2, scalingFactor: .kilo, maxDuration: .seconds(4))
+    ) { benchmark in
+        await own.runMisses(benchmark)
+    } setup: {
+        own.setUp()
+    } teardown: {
+        await own.tearDown()
+    }
+
     // MARK: herd
 
     let herd = MissFixture()
@@ -226,6 +243,50 @@ final class RawFixture: @unchecked Sendable {
     func tearDown() async {
         get = nil
         await sdk.tearDown()
+    }
+}
+
+/// A cache over a `MemoryStore` whose transport answers at once, for misses on URLs never requested before.
+final class OwnWorkFixture: @unchecked Sendable {
+    var store: MemoryStore?
+    var cache: CachedNetworking?
+    private var next = 0
+
+    func setUp() {
+        // Bounded like a production cache: once full, each miss also evicts.
+        let store = MemoryStore(maxBytes: 64 << 20)
+        var configuration = CachedNetworking.Configuration()
+        configuration.namespace = "bench-own-\(UInt32.random(in: .min ... .max))"
+        self.store = store
+        self.cache = CachedNetworking(store: store, transport: ImmediateTransport(), configuration: configuration)
+    }
+
+    func runMisses(_ benchmark: Benchmark) async {
+        guard let cache else { return }
+        let requests = benchmark.scaledIterations.map { _ in
+            next += 1
+            return HTTPRequest(method: .get, scheme: "http", authority: "origin.invalid", path: "/own/\(next)")
+        }
+        var notStored = 0
+        benchmark.startMeasurement()
+        for request in requests {
+            do {
+                let answer = try await cache.run(request)
+                if answer.source != .network || answer.entry == nil { notStored += 1 }
+                blackHole(answer)
+            } catch {
+                benchmark.error("run failed: \(error)")
+                return
+            }
+        }
+        benchmark.stopMeasurement()
+        if notStored > 0 { benchmark.error("\(notStored) misses were not fetched and stored") }
+    }
+
+    func tearDown() async {
+        await store?.shutdown()
+        store = nil
+        cache = nil
     }
 }
 

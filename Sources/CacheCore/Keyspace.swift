@@ -122,11 +122,14 @@ public final class Keyspace: Sendable {
         var reclaimed = 0
         var exhausted = false
         for db in databases {
-            for shard in db.shards {
+            // Only the shards with keys that may expire or memory changes to report.
+            db.sweepMarks.forEachMarked { index in
+                let shard = db.shards[index]
                 shard.lock.lock()
                 let before = shard.expiredKeys
                 let work = shard.sweepExpired(now: now, budget: budgetPerShard)
                 shard.flushAccounting()
+                shard.unmarkIfSwept()
                 reclaimed += shard.expiredKeys - before
                 shard.lock.unlock()
                 if work >= budgetPerShard { exhausted = true }
@@ -139,9 +142,13 @@ public final class Keyspace: Sendable {
 /// One numbered database: ``Keyspace/shardCount`` shards.
 public final class Database: Sendable {
     @usableFromInline package let shards: [Shard]
+    /// The shards the sweeper has to visit.
+    package let sweepMarks = SweepMarks()
 
     package init(budget: MemoryBudget = MemoryBudget(), removals: RemovalFeed = RemovalFeed()) {
-        shards = (0..<Keyspace.shardCount).map { _ in Shard(budget: budget, removals: removals) }
+        precondition(Keyspace.shardCount <= SweepMarks.capacity)
+        let marks = sweepMarks
+        shards = (0..<Keyspace.shardCount).map { Shard(budget: budget, removals: removals, sweepMarks: marks, index: $0) }
     }
 
     /// The shard that holds keys with this hash.

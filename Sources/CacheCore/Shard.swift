@@ -25,6 +25,11 @@ public final class Shard: @unchecked Sendable {
     package let lock = ShardLock()
     /// The memory limit and total this shard counts towards.
     package let budget: MemoryBudget
+    /// Where this shard marks itself for the sweeper, and its place there (none for a shard made on its own).
+    private let sweepMarks: SweepMarks?
+    private let sweepIndex: Int
+    /// Whether this shard is marked for the sweeper: a write reads this field, not the shared marks.
+    @exclusivity(unchecked) private var markedForSweep = false
 
     @exclusivity(unchecked) @usableFromInline var slots: UnsafeMutablePointer<UInt64>?
     @exclusivity(unchecked) @usableFromInline var capacity: Int = 0
@@ -83,9 +88,14 @@ public final class Shard: @unchecked Sendable {
     package static let maxCapacity = 1 << Int(tagBits)
     static let minCapacity = 16
 
-    package init(budget: MemoryBudget = MemoryBudget(), removals: RemovalFeed = RemovalFeed()) {
+    package init(
+        budget: MemoryBudget = MemoryBudget(), removals: RemovalFeed = RemovalFeed(), sweepMarks: SweepMarks? = nil,
+        index: Int = 0
+    ) {
         self.budget = budget
         self.removals = removals
+        self.sweepMarks = sweepMarks
+        self.sweepIndex = index
         randomState = UInt64(UInt(bitPattern: ObjectIdentifier(budget).hashValue)) &* 0x9E37_79B9_7F4A_7C15 | 1
         randomState ^= UInt64(UInt(bitPattern: Unmanaged.passUnretained(lock).toOpaque().hashValue))
         if randomState == 0 { randomState = 0x2545_F491_4F6C_DD1D }
@@ -253,6 +263,8 @@ public final class Shard: @unchecked Sendable {
         other.changes &+= 1
         publishTable()
         other.publishTable()
+        markForSweep()
+        other.markForSweep()
     }
 
     // MARK: memory accounting
@@ -262,6 +274,7 @@ public final class Shard: @unchecked Sendable {
     private func charge(_ delta: Int) {
         usedBytes += delta
         unflushedBytes += delta
+        markForSweep()
         if unflushedBytes >= budget.flushThreshold.load(ordering: .relaxed)
             || -unflushedBytes >= budget.flushThreshold.load(ordering: .relaxed)
         {
@@ -275,6 +288,23 @@ public final class Shard: @unchecked Sendable {
             budget.datasetBytes.add(unflushedBytes, ordering: .relaxed)
             unflushedBytes = 0
         }
+    }
+
+    /// Marks this shard for the sweeper, unless it is marked already.
+    @inline(__always)
+    private func markForSweep() {
+        if !markedForSweep {
+            markedForSweep = true
+            sweepMarks?.mark(sweepIndex)
+        }
+    }
+
+    /// Unmarks this shard for the sweeper when it has nothing left for it: no expiry index to go through and
+    /// nothing to add to the budget's total. The sweeper calls it after it has swept and flushed the shard.
+    package func unmarkIfSwept() {
+        guard markedForSweep, expiryIndex.isEmpty, unflushedBytes == 0 else { return }
+        markedForSweep = false
+        sweepMarks?.unmark(sweepIndex)
     }
 
     /// Charges the expiry index's current size.
@@ -401,6 +431,7 @@ public final class Shard: @unchecked Sendable {
     /// old hash behind, so the index is rebuilt here when such stale hashes pile up: without it, a client that
     /// keeps changing TTLs between two sweeps would grow the index without bound.
     private func registerExpiry(hash: UInt64, expiry: Int64) {
+        markForSweep()
         expiryIndex.register(hash: hash, expiry: expiry)
         if expiryIndex.registrations > staleRegistrationLimit { rebuildExpiryIndex() }
         chargeExpiryIndex()

@@ -92,6 +92,51 @@ struct DatabaseTests {
         #expect(keyspace.totalKeys == 1)
     }
 
+    @Test("the sweeper visits only marked shards: a write marks its shard, a sweep unmarks it once nothing is left")
+    func sweepMarks() {
+        let keyspace = Keyspace(databases: 2)
+        let budget = keyspace.budget
+        let db = keyspace.databases[0]
+        func marked(_ database: Database) -> [Int] {
+            var indexes: [Int] = []
+            database.sweepMarks.forEachMarked { indexes.append($0) }
+            return indexes
+        }
+        func index(_ k: [UInt8]) -> Int { Database.shardIndex(for: hashOf(k)) }
+        #expect(marked(db).isEmpty && marked(keyspace.databases[1]).isEmpty, "a new keyspace has nothing to sweep")
+
+        // A key without a TTL: its shard is marked until the sweep has added its bytes to the total.
+        put(db, bytes("plain"))
+        #expect(marked(db) == [index(bytes("plain"))])
+        #expect(budget.datasetBytes.load(ordering: .relaxed) == 0, "below the flush threshold, not yet in the total")
+        keyspace.sweepExpired(now: start)
+        #expect(marked(db).isEmpty)
+        #expect(budget.datasetBytes.load(ordering: .relaxed) == keyspace.usedBytes && keyspace.usedBytes > 0)
+
+        // A key with a TTL keeps its shard marked until the key is gone.
+        put(db, bytes("volatile"), expiry: start + 10)
+        keyspace.sweepExpired(now: start)
+        #expect(marked(db) == [index(bytes("volatile"))], "not due yet: still to be swept")
+        #expect(keyspace.sweepExpired(now: start + 10 + sweepLag).reclaimed == 1)
+        #expect(marked(db).isEmpty)
+        #expect(keyspace.totalKeys == 1)
+
+        // A removal marks too (the total must go down), and SWAPDB marks both sides.
+        _ = db.shard(for: hashOf(bytes("plain"))).delete(bytes("plain"))
+        #expect(marked(db) == [index(bytes("plain"))])
+        keyspace.sweepExpired(now: start + 100)
+        #expect(budget.datasetBytes.load(ordering: .relaxed) == keyspace.usedBytes)
+        put(keyspace.databases[1], bytes("other"), expiry: start + 100_000)
+        keyspace.sweepExpired(now: start + 100)
+        keyspace.swapDatabases(0, 1)
+        #expect(marked(keyspace.databases[0]).count == Keyspace.shardCount)
+        #expect(marked(keyspace.databases[1]).count == Keyspace.shardCount)
+        keyspace.sweepExpired(now: start + 100)
+        #expect(marked(keyspace.databases[0]) == [index(bytes("other"))], "only the shard with a TTL stays marked")
+        #expect(marked(keyspace.databases[1]).isEmpty)
+        #expect(keyspace.databases[0].expiresCount == 1)
+    }
+
     @Test("ShardSet visits its indexes once each, ascending, and descending in reverse")
     func shardSetOrder() {
         var set = ShardSet()

@@ -314,6 +314,7 @@ final class ExpirySweeper: Sendable {
         var opsHistory: [Int] = []
         var reclaimedSincePurge = 0
         var lastIdleCheck = state.clock.nowMilliseconds()
+        var lastDecay = lastIdleCheck
         while running.load(ordering: .relaxed) {
             let config = state.config
             let hz = max(1, min(500, config.hz))
@@ -336,12 +337,20 @@ final class ExpirySweeper: Sendable {
                 }
                 if state.clock.nowMilliseconds() - started >= Int64(period / 4) { break }
             }
-            EntryMemory.decayAll()
-            // The sweep made the dataset total exact; refresh the heap's other part for maxmemory.
+            // The sweep made the dataset total exact; refresh the heap's other part, which only maxmemory reads
+            // (reading the allocator's statistics costs tens of microseconds: not on every tick without a limit).
             let budget = state.keyspace.budget
-            let overhead = EntryMemory.overheadBytes(datasetBytes: budget.datasetBytes.load(ordering: .relaxed))
-            budget.overheadBytes.store(overhead, ordering: .relaxed)
+            if budget.limitBytes.load(ordering: .relaxed) > 0 {
+                let overhead = EntryMemory.overheadBytes(datasetBytes: budget.datasetBytes.load(ordering: .relaxed))
+                budget.overheadBytes.store(overhead, ordering: .relaxed)
+            }
             let now = state.clock.nowMilliseconds()
+            // Dirty pages the allocator holds go back to the system as they age (its own decay), once a second:
+            // forcing it on every tick walked every arena under its locks, for no gain between two ticks.
+            if now - lastDecay >= 1000 {
+                EntryMemory.decayAll()
+                lastDecay = now
+            }
             if now - lastSample.time >= 100 {
                 let commands = ServerCommands.totalCommands(state)
                 let rate = (commands - lastSample.commands) * 1000 / Int(max(1, now - lastSample.time))

@@ -102,7 +102,8 @@ import Musl
 
     /// Sets how long freed pages may stay resident before they are returned, for every arena (existing and
     /// future). jemalloc's default is 10 s; a cache server wants memory back sooner than that. The time only
-    /// passes while something triggers decay: the server's sweeper calls ``decayAll()`` once a second.
+    /// passes while something triggers decay: the server's sweeper calls ``decayAll()`` on every cycle while
+    /// the dataset changes and for two seconds after, and once a second otherwise.
     package static func configureDecay(milliseconds: Int) {
         var value = milliseconds
         let size = MemoryLayout<Int>.size

@@ -315,6 +315,8 @@ final class ExpirySweeper: Sendable {
         var reclaimedSincePurge = 0
         var lastIdleCheck = state.clock.nowMilliseconds()
         var lastDecay = lastIdleCheck
+        var lastDataset = state.keyspace.budget.datasetBytes.load(ordering: .relaxed)
+        var lastDatasetChange = lastIdleCheck
         while running.load(ordering: .relaxed) {
             let config = state.config
             let hz = max(1, min(500, config.hz))
@@ -345,9 +347,16 @@ final class ExpirySweeper: Sendable {
                 budget.overheadBytes.store(overhead, ordering: .relaxed)
             }
             let now = state.clock.nowMilliseconds()
-            // Dirty pages the allocator holds go back to the system as they age (its own decay), once a second:
-            // forcing it on every tick walked every arena under its locks, for no gain between two ticks.
-            if now - lastDecay >= 1000 {
+            // Pages the allocator holds free go back to the system as they age (its decay time is 1 s), as long as
+            // something asks it to decay. Every cycle while the dataset changes and for two seconds after, so that
+            // what a load, a flush or a sweep freed goes back within about a second; once a second otherwise: a
+            // decay walks every arena under its locks, which a server only reading need not pay ten times a second.
+            let dataset = budget.datasetBytes.load(ordering: .relaxed)
+            if dataset != lastDataset {
+                lastDataset = dataset
+                lastDatasetChange = now
+            }
+            if now - lastDatasetChange <= 2000 || now - lastDecay >= 1000 {
                 EntryMemory.decayAll()
                 lastDecay = now
             }

@@ -19,34 +19,19 @@ package final class SweepMarks: Sendable {
 
     /// Marks shard `index` (0..<256).
     package func mark(_ index: Int) {
-        let bit = UInt64(1) << UInt64(index & 63)
-        switch index >> 6 {
-        case 0: word0.bitwiseOr(bit, ordering: .relaxed)
-        case 1: word1.bitwiseOr(bit, ordering: .relaxed)
-        case 2: word2.bitwiseOr(bit, ordering: .relaxed)
-        default: word3.bitwiseOr(bit, ordering: .relaxed)
-        }
+        withWord(index >> 6) { _ = $0.bitwiseOr(UInt64(1) << UInt64(index & 63), ordering: .relaxed) }
     }
 
     /// Unmarks shard `index` (0..<256).
     package func unmark(_ index: Int) {
-        let keep = ~(UInt64(1) << UInt64(index & 63))
-        switch index >> 6 {
-        case 0: word0.bitwiseAnd(keep, ordering: .relaxed)
-        case 1: word1.bitwiseAnd(keep, ordering: .relaxed)
-        case 2: word2.bitwiseAnd(keep, ordering: .relaxed)
-        default: word3.bitwiseAnd(keep, ordering: .relaxed)
-        }
+        withWord(index >> 6) { _ = $0.bitwiseAnd(~(UInt64(1) << UInt64(index & 63)), ordering: .relaxed) }
     }
-
-    /// Whether shard `index` is marked.
-    package func isMarked(_ index: Int) -> Bool { load(word: index >> 6) & (UInt64(1) << UInt64(index & 63)) != 0 }
 
     /// Calls `body` with the index of every shard marked when it reads that shard's word, in order. A shard
     /// marked while it runs may be left for the next call.
     package func forEachMarked(_ body: (Int) -> Void) {
         for w in 0..<4 {
-            var bits = load(word: w)
+            var bits = withWord(w) { $0.load(ordering: .relaxed) }
             while bits != 0 {
                 let bit = bits.trailingZeroBitCount
                 bits &= bits - 1
@@ -55,12 +40,14 @@ package final class SweepMarks: Sendable {
         }
     }
 
-    private func load(word: Int) -> UInt64 {
-        switch word {
-        case 0: word0.load(ordering: .relaxed)
-        case 1: word1.load(ordering: .relaxed)
-        case 2: word2.load(ordering: .relaxed)
-        default: word3.load(ordering: .relaxed)
+    /// Runs `body` on word `w` (0..<4) of the marks.
+    @inline(__always)
+    private func withWord<R>(_ w: Int, _ body: (borrowing Atomic<UInt64>) -> R) -> R {
+        switch w {
+        case 0: body(word0)
+        case 1: body(word1)
+        case 2: body(word2)
+        default: body(word3)
         }
     }
 }

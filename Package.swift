@@ -35,11 +35,13 @@ let package = Package(
         // epoll and the processor's spin-wait hint, which Swift's Glibc module does not offer, for the event
         // loops' busy polling.
         .target(name: "CBusyPoll"),
+        // pthread_setname_np, which Swift's Glibc module does not offer: threads named as `top -H` shows them.
+        .target(name: "CThreadName"),
         // The RESP server as a library: command table, handlers, NIO pipeline, config.
         .target(
             name: "CacheServer",
             dependencies: [
-                "RESP", "CacheCore", "CBusyPoll",
+                "RESP", "CacheCore", "CBusyPoll", "CThreadName",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -78,7 +80,7 @@ let package = Package(
         .target(
             name: "CachedNetworking",
             dependencies: [
-                "HTTPCaching", "RESP", "CHiredis",
+                "HTTPCaching", "RESP", "CHiredis", "CThreadName",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HTTPTypesFoundation", package: "swift-http-types"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -236,4 +236,36 @@ struct DaemonLifecycleTests {
         #expect(log.contains("Could not create server TCP listening socket 127.0.0.1:\(occupant.port)"), "\(log)")
         #expect(log.contains("Address already in use"), "\(log)")
     }
+
+    @Test("cached-server's threads carry their names (top -H, ps -L); without save points the schedule wakes once a second")
+    func threadNames() throws {
+        let server = try ServerProcess.start(.cached, arguments: ["--save", ""])
+        defer { server.stop() }
+        let tasks = "/proc/\(server.pid)/task"
+        func threads() throws -> [String: String] {
+            var names: [String: String] = [:]
+            for id in try FileManager.default.contentsOfDirectory(atPath: tasks) {
+                let name = try String(contentsOfFile: "\(tasks)/\(id)/comm", encoding: .utf8)
+                names[name.trimmingCharacters(in: .newlines)] = id
+            }
+            return names
+        }
+        let names = try threads()
+        for expected in ["cached-accept", "cached-sweeper", "cached-schedule"] {
+            #expect(names[expected] != nil, "\(names.keys.sorted())")
+        }
+        #expect(names.keys.contains { $0.hasPrefix("NIO-ELT-") }, "\(names.keys.sorted())")
+
+        // Sleeps the schedule thread took in 2.5 s: 2 or 3 at one wake-up a second (25 at ten a second).
+        let schedule = try #require(names["cached-schedule"])
+        func sleeps() throws -> Int {
+            let status = try String(contentsOfFile: "\(tasks)/\(schedule)/status", encoding: .utf8)
+            let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") })
+            return try #require(Int(line.split(separator: "\t").last?.trimmingCharacters(in: .whitespaces) ?? ""))
+        }
+        let before = try sleeps()
+        Thread.sleep(forTimeInterval: 2.5)
+        let woken = try sleeps() - before
+        #expect((1...4).contains(woken), "the schedule thread woke \(woken) times in 2.5 s")
+    }
 }

@@ -1,3 +1,4 @@
+import CThreadName
 import CacheCore
 import Foundation
 import Logging
@@ -134,6 +135,7 @@ public final class CacheServerService: Service, Sendable {
         try await extendingSystemdTimeout(exists) {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let thread = Thread {
+                    cached_name_current_thread("cached-load")
                     do {
                         try state.snapshots.load(config)
                         continuation.resume()
@@ -194,6 +196,7 @@ public final class CacheServerService: Service, Sendable {
         return await extendingSystemdTimeout(true) {
             await withCheckedContinuation { (continuation: CheckedContinuation<SnapshotSaveFailure?, Never>) in
                 let thread = Thread {
+                    cached_name_current_thread("cached-exitsave")
                     switch state.snapshots.saveNow(config, trigger: "shutdown", waitForOthers: true) {
                     case .failed(let error):
                         continuation.resume(returning: SnapshotSaveFailure(underlying: error))
@@ -201,7 +204,7 @@ public final class CacheServerService: Service, Sendable {
                         continuation.resume(returning: nil)
                     }
                 }
-                thread.name = "cached-final-save"
+                thread.name = "cached-exitsave"
                 thread.start()
             }
         }
@@ -299,7 +302,10 @@ final class ExpirySweeper: Sendable {
 
     func start() {
         running.store(true, ordering: .relaxed)
-        let thread = Thread { [self] in loop() }
+        let thread = Thread { [self] in
+            cached_name_current_thread("cached-sweeper")
+            loop()
+        }
         thread.name = "cached-sweeper"
         thread.start()
     }

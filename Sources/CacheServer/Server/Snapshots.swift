@@ -1,3 +1,4 @@
+import CThreadName
 import CacheCore
 import Foundation
 import Logging
@@ -135,6 +136,7 @@ package final class SnapshotCoordinator: @unchecked Sendable {
 
     private func startThread(_ config: @escaping @Sendable () -> ServerConfiguration, trigger: String) {
         let thread = Thread { [self] in
+            cached_name_current_thread("cached-snapshot")
             _ = write(config(), trigger: trigger)
             // A BGSAVE SCHEDULE that came in meanwhile runs now.
             condition.lock()
@@ -209,16 +211,20 @@ package final class SnapshotCoordinator: @unchecked Sendable {
         return points.first { changes >= $0.changes && now - status.lastSaveTime > Int64($0.seconds) * 1000 }
     }
 
-    /// Checks the `save` points every 100 ms on a thread of its own until ``stopScheduler()``.
+    /// Checks the `save` points every 100 ms on a thread of its own until ``stopScheduler()``; every second while
+    /// there are none (a point set with CONFIG SET is then seen within a second), so that a server without
+    /// persistence does not wake ten times a second for nothing.
     package func startScheduler(_ config: @escaping @Sendable () -> ServerConfiguration) {
         condition.lock()
         schedulerRunning = true
         schedulerStopped = false
         condition.unlock()
         let thread = Thread { [self] in
+            cached_name_current_thread("cached-schedule")
             condition.lock()
             while schedulerRunning {
-                _ = condition.wait(until: Date().addingTimeInterval(0.1))
+                let interval = config().savePoints.isEmpty ? 1.0 : 0.1
+                _ = condition.wait(until: Date().addingTimeInterval(interval))
                 guard schedulerRunning else { break }
                 let points = config().savePoints
                 let now = clock.nowMilliseconds()
@@ -239,7 +245,7 @@ package final class SnapshotCoordinator: @unchecked Sendable {
             condition.broadcast()
             condition.unlock()
         }
-        thread.name = "cached-snapshot-schedule"
+        thread.name = "cached-schedule"
         thread.start()
     }
 

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CThreadName
 import Foundation
 import Logging
 import NIOCore
@@ -124,6 +125,7 @@ package final class SocketListener: Sendable {
         guard state.compareExchange(expected: State.idle, desired: State.accepting, ordering: .acquiringAndReleasing).exchanged
         else { return }
         let thread = Thread { [self] in
+            cached_name_current_thread("cached-accept")
             acceptLoop(logger: logger, onAccept: onAccept)
             finish()
         }

@@ -1,4 +1,5 @@
 import CHiredis
+import CThreadName
 import Foundation
 import Logging
 import NIOCore
@@ -75,8 +76,11 @@ final class InvalidationSubscriber: Sendable {
         for fd in fds where fd >= 0 { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
         wakeRead = fds[0]
         wakeWrite = fds[1]
-        let thread = Thread { [self] in self.run() }
-        thread.name = "cached-invalidations"
+        let thread = Thread { [self] in
+            cached_name_current_thread("cached-invalid")
+            self.run()
+        }
+        thread.name = "cached-invalid"
         thread.start()
     }
 

@@ -1,4 +1,5 @@
 import CHiredis
+import CThreadName
 import Foundation
 import Logging
 import NIOCore
@@ -114,7 +115,10 @@ final class RESPConnectionPool: @unchecked Sendable {
         self.slots = Array(repeating: Slot(), count: size)
         self.runningThreads = size
         for index in 0..<size {
-            let thread = Thread { [self] in self.run(slot: index) }
+            let thread = Thread { [self] in
+                cached_name_current_thread("cached-resp-\(index)")
+                self.run(slot: index)
+            }
             thread.name = "cached-resp-\(index)"
             thread.start()
         }

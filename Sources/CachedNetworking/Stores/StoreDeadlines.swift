@@ -1,3 +1,4 @@
+import CThreadName
 import Foundation
 import Synchronization
 
@@ -150,8 +151,11 @@ final class StoreDeadlineWatcher: @unchecked Sendable {
         lock.lock()
         if !started {
             started = true
-            let thread = Thread { [self] in self.run() }
-            thread.name = "cached-store-deadlines"
+            let thread = Thread { [self] in
+                cached_name_current_thread("cached-deadline")
+                self.run()
+            }
+            thread.name = "cached-deadline"
             thread.start()
         }
         call.heapIndex = heap.count

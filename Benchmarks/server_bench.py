@@ -605,8 +605,9 @@ def parse_args(argv):
                    help="keys with a TTL, and as many without, in the expiry row (default 500000; quick 100000)")
     p.add_argument("--expiry-timeout", type=float, default=30.0,
                    help="seconds after the TTL to wait for the expiry sweep before giving up (default 30)")
-    p.add_argument("--settle", type=float, default=1.0,
-                   help="seconds to wait after a memory load before reading RSS (default 1)")
+    p.add_argument("--settle", type=float, default=0.0,
+                   help="seconds to wait after a memory load before reading RSS (default 0: as soon as DBSIZE "
+                        "confirms the load)")
     p.add_argument("--cached-args", default="",
                    help="extra cached-server flags, e.g. '--io-threads 1' (shown in the report)")
     p.add_argument("--only", action="append", choices=["throughput", "memory", "expiry"],

@@ -1,4 +1,5 @@
 import CacheCore
+import Synchronization
 import Testing
 
 @Suite("Shard table")
@@ -62,6 +63,23 @@ struct ShardTableTests {
         for i in 0..<9_990 { shard.delete(key(i)) }
         #expect(shard.tableCapacity < grown / 8)
         for i in 9_990..<10_000 { #expect(shard.get(key(i)) == [1]) }
+    }
+
+    @Test("A table of a page or more is mapped from the system; what a table outgrows or sheds goes back at once")
+    func tablesFromAPageUpAreMapped() {
+        let mapped = { EntryMemory.mappedBytes.load(ordering: .relaxed) }
+        let start = mapped()
+        let shard = Shard()
+        for i in 0..<100 { shard.put(key(i), [1]) }
+        #expect(shard.tableCapacity * 8 < 4096)
+        #expect(mapped() == start, "a table smaller than a page comes from the allocator")
+        for i in 100..<10_000 { shard.put(key(i), [1]) }
+        #expect(shard.tableCapacity * 8 > 4096)
+        #expect(mapped() - start == shard.tableCapacity * 8, "only the current table stays mapped")
+        for i in 0..<9_000 { shard.delete(key(i)) }
+        #expect(mapped() - start == shard.tableCapacity * 8, "the table it shrank from went back")
+        shard.removeAll()
+        #expect(mapped() == start)
     }
 
     @Test("Replacing a value keeps one entry and returns the new bytes, whatever the sizes")

@@ -58,7 +58,7 @@ import Musl
     /// with a TTL cannot use. Table sizes are powers of two, so a mapped table fills its pages exactly. (With
     /// 64 KiB here, loading a million keys with a TTL left about 8 MB of outgrown tables resident for the
     /// second until the allocator's decay returned them.)
-    static let mappedTableBytes = max(4096, sysconf(Int32(_SC_PAGESIZE)))
+    package static let mappedTableBytes = max(4096, sysconf(Int32(_SC_PAGESIZE)))
 
     /// Bytes of tables mapped from the system (outside the allocator's statistics).
     package static let mappedBytes = Atomic<Int>(0)

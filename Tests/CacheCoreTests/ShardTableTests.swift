@@ -68,15 +68,18 @@ struct ShardTableTests {
     @Test("A table of a page or more is mapped from the system; what a table outgrows or sheds goes back at once")
     func tablesFromAPageUpAreMapped() {
         let mapped = { EntryMemory.mappedBytes.load(ordering: .relaxed) }
+        let page = EntryMemory.mappedTableBytes
         let start = mapped()
         let shard = Shard()
         for i in 0..<100 { shard.put(key(i), [1]) }
-        #expect(shard.tableCapacity * 8 < 4096)
+        #expect(shard.tableCapacity * 8 < page)
         #expect(mapped() == start, "a table smaller than a page comes from the allocator")
-        for i in 100..<10_000 { shard.put(key(i), [1]) }
-        #expect(shard.tableCapacity * 8 > 4096)
+        for i in 100..<100_000 { shard.put(key(i), [1]) }
+        #expect(shard.tableCapacity * 8 > page)
         #expect(mapped() - start == shard.tableCapacity * 8, "only the current table stays mapped")
-        for i in 0..<9_000 { shard.delete(key(i)) }
+        for i in 0..<90_000 { shard.delete(key(i)) }
+        #expect(shard.tableCapacity < 100_000, "the table shrank")
+        #expect(shard.tableCapacity * 8 >= page)
         #expect(mapped() - start == shard.tableCapacity * 8, "the table it shrank from went back")
         shard.removeAll()
         #expect(mapped() == start)

@@ -135,6 +135,10 @@ struct KeyCommandTests {
         #expect(h.run("EXPIREAT", "k", "9223372036854775807") == .error("ERR invalid expire time in 'expireat' command"))
         #expect(h.run("TTL", "k") == .integer(-1))
         #expect(h.run("PEXPIREAT", "k", "9223372036854775807") == .integer(1))
+        // The farthest expiry there is still reads back, in seconds rounded to the nearest (no overflow).
+        #expect(h.run("PEXPIRETIME", "k") == .integer(Int.max))
+        #expect(h.run("EXPIRETIME", "k") == .integer(9_223_372_036_854_776))
+        #expect(h.run("TTL", "k") == .integer(Int((Int64.max - h.now) / 1000 + ((Int64.max - h.now) % 1000 >= 500 ? 1 : 0))))
     }
 
     // MARK: TTL family

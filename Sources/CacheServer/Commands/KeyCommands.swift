@@ -123,7 +123,9 @@ package enum KeyCommands {
         guard let expiry = found else { return c.integer(-2) }
         guard let expiry else { return c.integer(-1) }
         let ttl = max(0, absolute ? Int(expiry) : Int(expiry - c.now))
-        c.integer(milliseconds ? ttl : (ttl + 500) / 1000)
+        // Seconds rounded to the nearest, as Redis does, without adding 500 first: an expiry set with
+        // PEXPIREAT near Int64.max would overflow that sum.
+        c.integer(milliseconds ? ttl : ttl / 1000 + (ttl % 1000 >= 500 ? 1 : 0))
     }
 
     static func persist(_ c: inout CommandContext) {

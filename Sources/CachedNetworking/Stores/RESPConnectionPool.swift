@@ -73,6 +73,8 @@ final class RESPConnectionPool: @unchecked Sendable {
         /// Whether a caller is using the connection (it wrote its command and polls for the reply): the thread
         /// leaves the connection alone until the caller clears this and signals it.
         var callerOwned = false
+        /// Whether the thread is waiting for the caller that owns the connection to be done with it.
+        var threadWaitsForCaller = false
 
         /// Calls ahead of a new one on this connection.
         var load: Int { queue.count + (busy || callerOwned ? 1 : 0) }
@@ -224,7 +226,10 @@ final class RESPConnectionPool: @unchecked Sendable {
                 slots[index].queue.prepend(
                     Request(command: command, replies: 1, written: written, enqueuedAt: enqueuedAt, completion: call))
             }
-            lock.signal(index)
+            // The thread is woken only when it waits for this caller, or has calls to send (queued meanwhile, or
+            // this one handed over), or the store is shutting down. Waking an idle thread after every answered call
+            // would cost a wake-up per call, and that thread's run on another core, where the server may be.
+            if slots[index].threadWaitsForCaller || !slots[index].queue.isEmpty || shuttingDown { lock.signal(index) }
         }
         if let reply { call.resume(returning: reply) }
     }
@@ -322,7 +327,9 @@ final class RESPConnectionPool: @unchecked Sendable {
         lock.lock()
         while !shuttingDown {
             if slots[index].callerOwned {
+                slots[index].threadWaitsForCaller = true
                 lock.wait(index)
+                slots[index].threadWaitsForCaller = false
                 continue
             }
             if slots[index].queue.isEmpty {

@@ -67,7 +67,8 @@ bench:
 	python3 Benchmarks/server_bench.py --binary $(RELEASE_BIN) $(BENCH_ARGS)
 	$(MAKE) --no-print-directory bench-sdk
 
-# The SDK benchmarks (ordo-one/benchmark, the package in Benchmarks/; docs/performance.md, "SDK benchmarks"):
+# The SDK benchmarks and the server's allocations per command (ordo-one/benchmark, the package in Benchmarks/;
+# docs/performance.md, "SDK benchmarks"):
 # runs them once into the baseline SDK_BASELINE (stored in Benchmarks/.benchmarkBaselines), prints the tool's
 # table from it, then exports its percentiles and prints the targets' table (Benchmarks/sdk_summary.py).
 # SDK_BENCH_ARGS go to the run, e.g. SDK_BENCH_ARGS='--filter "1 .*"'. The benchmarks start cached-server

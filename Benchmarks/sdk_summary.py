@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Summary of the SDK benchmarks: one row per target of docs/performance.md ("SDK benchmarks"), PASS or FAIL.
 
+Row 5 is the server's: allocations on its per-command path, from Benchmarks/Benchmarks/CacheServerBenchmarks.
+
 Reads the percentiles that `swift package benchmark baseline read <name> --format histogramPercentiles
 --path DIR` exported from a stored run of Benchmarks/Benchmarks/CachedNetworkingBenchmarks (one TSV per
 benchmark and metric: "Percentile<TAB><metric> (<unit>)" then one line per percentile 0..100), and prints a
@@ -24,6 +26,13 @@ CACHED_MISS = "3a Miss: CachedNetworking.run (origin fetch + MemoryStore write)"
 BARE_MISS = "3b Miss: bare AsyncHTTPClientTransport fetch"
 OWN_WORK = "3c Miss: the cache's own work (a transport that answers at once)"
 HERD = "4 Herd: 1,000 concurrent identical misses"
+# The server's per-command path, in Benchmarks/Benchmarks/CacheServerBenchmarks (1,000 commands per sample).
+SERVER_PATHS = (
+    ("GET", "S1 Server: GET, one per round trip"),
+    ("SET", "S2 Server: SET, one per round trip"),
+    ("GET -P 16", "S3 Server: GET, 16 per write"),
+)
+SERVER_COMMANDS_PER_SAMPLE = 1_000
 
 # Targets.
 MEMORY_HIT_P50_NS = 1_000
@@ -31,6 +40,8 @@ RESP_RATIO = 1.2
 # Row 3: the cache's own work on a miss (3c), at most this share of a bare loopback fetch (3b), both at p50.
 MISS_OWN_WORK_SHARE = 0.25
 HERD_FETCHES = 1
+# Row 5: allocations per 1,000 commands at p50 (a sample with a background cycle of the server in it may count a few).
+SERVER_MALLOCS_P50 = 0
 
 UNIT_NS = {"ns": 1, "us": 1e3, "μs": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 COUNT_SCALE = {"K": 1e3, "M": 1e6, "G": 1e9}
@@ -168,6 +179,21 @@ def main():
             count_text(herd_mallocs),
             f"origin sees exactly {HERD_FETCHES} fetch",
             verdict,
+        ))
+
+    # Row 5: the server's command path allocates nothing (counted over 1,000 commands, so the count is exact).
+    server = [(label, get(name), get(name, "mallocCountTotal")) for label, name in SERVER_PATHS]
+    if all(times and mallocs for _, times, mallocs in server):
+        measured = "; ".join(
+            f"{label}: {mallocs[50]:.0f} at p50, {mallocs[100]:.0f} at most, "
+            f"{time_text(times[50] / SERVER_COMMANDS_PER_SAMPLE)} per command"
+            for label, times, mallocs in server)
+        rows.append((
+            "5. Server: allocations per 1,000 commands (in process, client on raw sockets)",
+            measured,
+            " / ".join(f"{mallocs[50]:.0f}" for _, _, mallocs in server),
+            f"p50 = {SERVER_MALLOCS_P50}",
+            "PASS" if all(mallocs[50] <= SERVER_MALLOCS_P50 for _, _, mallocs in server) else "FAIL",
         ))
 
     header = ("Row", "Measured", "mallocs (p50)", "Target", "Result")

@@ -1,4 +1,5 @@
 import Benchmark
+import BenchmarkLoopback
 import CachedNetworking
 import Foundation
 import HTTPTypes

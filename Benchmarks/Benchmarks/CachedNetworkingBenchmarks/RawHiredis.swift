@@ -1,3 +1,4 @@
+import BenchmarkLoopback
 import CHiredis
 
 #if canImport(Glibc)

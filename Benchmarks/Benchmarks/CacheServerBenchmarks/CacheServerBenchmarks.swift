@@ -8,7 +8,7 @@ import Logging
 import Glibc
 #endif
 
-// The server's per-command path, counted (docs/performance.md, "Server: allocations per command").
+// The server's per-command path, counted (docs/performance.md, "SDK benchmarks", row 5).
 //
 // A `CacheServerService` runs in this process, as `cached-server` runs it, on a loopback port; the client is a
 // blocking socket driven with plain system calls over buffers made before the measured part, so it allocates
@@ -35,29 +35,19 @@ let benchmarks: @Sendable () -> Void = {
     )
 
     let server = InProcessServer()
-
-    Benchmark("S1 Server: GET, one per round trip") { benchmark in
-        server.run(benchmark, command: .get, perWrite: 1)
-    } setup: {
-        try await server.start()
-    } teardown: {
-        await server.stop()
-    }
-
-    Benchmark("S2 Server: SET, one per round trip") { benchmark in
-        server.run(benchmark, command: .set, perWrite: 1)
-    } setup: {
-        try await server.start()
-    } teardown: {
-        await server.stop()
-    }
-
-    Benchmark("S3 Server: GET, 16 per write") { benchmark in
-        server.run(benchmark, command: .get, perWrite: 16)
-    } setup: {
-        try await server.start()
-    } teardown: {
-        await server.stop()
+    let paths: [(name: String, command: InProcessServer.Command, perWrite: Int)] = [
+        ("S1 Server: GET, one per round trip", .get, 1),
+        ("S2 Server: SET, one per round trip", .set, 1),
+        ("S3 Server: GET, 16 per write", .get, 16),
+    ]
+    for path in paths {
+        Benchmark(path.name) { benchmark in
+            server.run(benchmark, command: path.command, perWrite: path.perWrite)
+        } setup: {
+            try await server.start()
+        } teardown: {
+            await server.stop()
+        }
     }
 }
 
@@ -72,6 +62,8 @@ final class InProcessServer: @unchecked Sendable {
     private var gets = CommandBlock(commands: [])
     private var sets = CommandBlock(commands: [])
     private let replies = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+
+    deinit { replies.deallocate() }
 
     /// Starts the server on a free loopback port, connects, and stores the keys.
     func start() async throws {
@@ -142,9 +134,11 @@ final class InProcessServer: @unchecked Sendable {
             }
             let total = (end - index) * reply.bytes
             try receive(exactly: total)
-            // Another reply (an error) would have another length: it shows in the bytes where the replies begin and end.
-            guard replies[0] == reply.first, replies[total - 1] == UInt8(ascii: "\n") else {
-                throw BenchmarkSetupError("unexpected reply: \(String(decoding: UnsafeRawBufferPointer(rebasing: replies[0..<min(total, 64)]), as: UTF8.self))")
+            // Another reply (an error) would have another length, which shows where each reply begins and ends.
+            for start in stride(from: 0, to: total, by: reply.bytes)
+            where replies[start] != reply.first || replies[start + reply.bytes - 1] != UInt8(ascii: "\n") {
+                let shown = UnsafeRawBufferPointer(rebasing: replies[start..<min(total, start + 64)])
+                throw BenchmarkSetupError("unexpected reply: \(String(decoding: shown, as: UTF8.self))")
             }
             index = end
         }

@@ -17,7 +17,7 @@ extension CachedNetworking {
         forward: CacheStatus.ForwardReason
     ) async throws(CachedNetworkingError) -> CachedResponse {
         let flightKey = FlightKey(
-            kind: .miss, reason: forward.token, method: context.request.method.rawValue, target: context.uri,
+            kind: .miss, reason: forward.token, method: context.method.rawValue, target: context.uri,
             credentials: context.credentialsDigest)
         let (result, leader) = await flights.run(flightKey) {
             await self.fetchWithLease(context, lookup: lookup, forward: forward)
@@ -179,7 +179,7 @@ extension CachedNetworking {
         let vary = Vary(cleaned.headerFields)
         let values = vary?.selectingValues(from: context.request.headerFields) ?? []
         let entry = StoredEntry(
-            method: context.request.method.rawValue,
+            method: context.method.rawValue,
             uri: context.uri,
             varyValues: vary.map { Array(zip($0.fieldNames, values)) } ?? [],
             response: cleaned,

@@ -88,7 +88,7 @@ public final class CachedNetworking: Sendable {
             throw CachedNetworkingError(.invalidRequest, "the request has no scheme or authority")
         }
         if Task.isCancelled { throw CachedNetworkingError(.cancelled, "cancelled before start") }
-        if !configuration.rules.cacheableMethods.contains(request.method) {
+        if !configuration.rules.cacheableMethods.contains(target.method) {
             return try await forwardUncached(request, body: body, uri: target.normalizedURI, reason: .method)
         }
         if Validation.isConditionalOrPartial(request) {
@@ -102,46 +102,49 @@ public final class CachedNetworking: Sendable {
         }
         // The URI and, while the generation is cached, the entry key, from the table when this target was seen.
         let resolved = resolve(target)
-        let context = RequestContext(request: request, body: body, uri: resolved.uri, policy: policy, directives: directives)
-        // The common case without suspending (no async call to set up): the key known, and a store that answers at
-        // once with this request's own response (`found`; no `Lookup` is made unless the origin is needed).
+        // The common case, without suspending (no async call to set up) and without copying the request into a
+        // `RequestContext`: the key known, a store that answers at once with this request's own response, and a
+        // decision that serves it as stored.
         var found: FoundEntry? = nil
+        var read: StoreRead<EnvelopeRead>? = nil
+        if let key = resolved.entryKey, let readNow = store.getEnvelopeNow(key, rules: configuration.rules) {
+            found = ownResponse(readNow, entryKey: key.string, method: target.method, uri: resolved.uri)
+            if let found, policy.base != .reloadIgnoringLocalCacheData {
+                // One clock read for the decision and the `Age` it is served with.
+                let now = now()
+                let decision = found.stored.decision(requestDirectives: directives, now: now)
+                if let answer = servedAsStored(found, method: target.method, policy: policy, decision: decision, at: now) {
+                    return answer
+                }
+            }
+            if found == nil { read = readNow }
+        }
+
+        let context = RequestContext(
+            request: request, method: target.method, body: body, uri: resolved.uri, policy: policy, directives: directives)
+        // No `Lookup` is made unless the origin is needed.
         var lookup: Lookup? = nil
-        if let entryKey = resolved.entryKey, let read = store.getEnvelopeNow(entryKey, rules: configuration.rules) {
-            found = ownResponse(read, entryKey: entryKey, context: context)
-            if found == nil { lookup = await examine(read, entryKey: entryKey, context: context) }
-        } else {
-            lookup = await self.lookup(context, entryKey: resolved.entryKey)
+        if let read, let key = resolved.entryKey {
+            lookup = await examine(read, entryKey: key.string, context: context)
+        } else if found == nil {
+            lookup = await self.lookup(context, entryKey: resolved.entryKey?.string)
         }
         if found == nil { found = lookup?.entry }
 
         if let found, policy.base != .reloadIgnoringLocalCacheData {
-            // One clock read for the decision and the `Age` it is served with.
             let now = now()
-            let decision = ReuseDecision.evaluate(prepared: found.prepared, requestDirectives: directives, now: now)
-            if policy.base == .returnCacheDataElseLoad || policy.base == .returnCacheDataDontLoad {
-                metrics.hits.increment()
-                if !decision.isFresh { metrics.staleServed("policy") }
-                return serveStored(
-                    found, context: context, decision: decision, source: decision.isFresh ? .cache : .stale, at: now)
+            let decision = found.stored.decision(requestDirectives: directives, now: now)
+            if let answer = servedAsStored(found, method: context.method, policy: policy, decision: decision, at: now) {
+                return answer
             }
-            switch decision.action {
-            case .serveFresh:
-                metrics.hits.increment()
-                return serveStored(found, context: context, decision: decision, source: .cache, at: now)
-            case .serveStale:
-                metrics.hits.increment()
-                metrics.staleServed("max_stale")
-                return serveStored(found, context: context, decision: decision, source: .stale, at: now)
-            case .serveStaleWhileRevalidating:
+            if decision.action == .serveStaleWhileRevalidating {
                 metrics.hits.increment()
                 metrics.staleServed("stale_while_revalidate")
                 scheduleRefresh(found, context: context, lookup: lookup ?? Lookup(found: found))
-                return serveStored(found, context: context, decision: decision, source: .stale, at: now)
-            default:
-                if directives.onlyIfCached { return gatewayTimeout(context) }
-                return try await validate(found, decision: decision, context: context, lookup: lookup ?? Lookup(found: found))
+                return serveStored(found, method: context.method, decision: decision, source: .stale, at: now)
             }
+            if directives.onlyIfCached { return gatewayTimeout(context) }
+            return try await validate(found, decision: decision, context: context, lookup: lookup ?? Lookup(found: found))
         }
         if directives.onlyIfCached { return gatewayTimeout(context) }
         let missLookup = lookup ?? found.map(Lookup.init(found:)) ?? Lookup(entryKey: nil)
@@ -149,6 +152,30 @@ public final class CachedNetworking: Sendable {
         let reason: CacheStatus.ForwardReason =
             policy.base == .reloadIgnoringLocalCacheData ? .request : missLookup.varyMiss ? .varyMiss : .uriMiss
         return try await fetchCoalesced(context, lookup: missLookup, forward: reason)
+    }
+
+    /// The stored response of `found` served as it is, when `policy` or `decision` allow that without the origin
+    /// and without a background refresh (`returnCacheData…` policies, fresh, or stale within `max-stale`); nil
+    /// otherwise.
+    private func servedAsStored(
+        _ found: FoundEntry, method: HTTPRequest.Method, policy: CachePolicy, decision: ReuseDecision, at now: Date
+    ) -> CachedResponse? {
+        if policy.base == .returnCacheDataElseLoad || policy.base == .returnCacheDataDontLoad {
+            metrics.hits.increment()
+            if !decision.isFresh { metrics.staleServed("policy") }
+            return serveStored(found, method: method, decision: decision, source: decision.isFresh ? .cache : .stale, at: now)
+        }
+        switch decision.action {
+        case .serveFresh:
+            metrics.hits.increment()
+            return serveStored(found, method: method, decision: decision, source: .cache, at: now)
+        case .serveStale:
+            metrics.hits.increment()
+            metrics.staleServed("max_stale")
+            return serveStored(found, method: method, decision: decision, source: .stale, at: now)
+        default:
+            return nil
+        }
     }
 
     /// Fetches `request` into the cache unless a fresh response is already stored.
@@ -235,31 +262,29 @@ public final class CachedNetworking: Sendable {
     /// Both come from ``GenerationCache`` when `target` was seen in the cached generation, so that a repeated
     /// request neither normalizes its URI, nor hashes it, nor builds the key text again; otherwise they are worked
     /// out here, and kept (bounded).
-    func resolve(_ target: RequestTarget, uri: String? = nil) -> (uri: String, entryKey: String?) {
+    func resolve(_ target: RequestTarget, uri: String? = nil) -> (uri: String, entryKey: StoreKey?) {
         let readAt = ContinuousClock.now
         let duration = configuration.generationCacheDuration
         let cached = generationCache.withLock { $0.lookUp(target, at: readAt, within: duration) }
-        if let known = cached?.resolved { return (known.uri, known.entryKey) }
+        if let known = cached?.resolved { return (known.uri, known.storeKey) }
         let uri = uri ?? target.normalizedURI
         guard let generation = cached?.generation else { return (uri, nil) }
-        return (uri, entryKey(target, uri: uri, generation: generation))
+        return (uri, entryKey(target, uri: uri, generation: generation).storeKey)
     }
 
     /// The entry key of `target` (whose normalized URI is `uri`) in the current generation; nil when the
     /// generation cannot be read.
     func currentEntryKey(_ target: RequestTarget, uri: String) async -> String? {
-        if let key = resolve(target, uri: uri).entryKey { return key }
+        if let key = resolve(target, uri: uri).entryKey { return key.string }
         guard let generation = await currentGeneration() else { return nil }
-        return entryKey(target, uri: uri, generation: generation)
+        return entryKey(target, uri: uri, generation: generation).entryKey
     }
 
     /// The entry key of `target` in `generation`, kept for the next request.
-    private func entryKey(_ target: RequestTarget, uri: String, generation: Int) -> String {
-        let key = keys.entryKey(generation: generation, method: target.method, uri: uri)
-        generationCache.withLock {
-            $0.remember(ResolvedTarget(uri: uri, entryKey: key), for: target, generation: generation)
-        }
-        return key
+    private func entryKey(_ target: RequestTarget, uri: String, generation: Int) -> ResolvedTarget {
+        let resolved = ResolvedTarget(uri: uri, entryKey: keys.entryKey(generation: generation, method: target.method, uri: uri))
+        generationCache.withLock { $0.remember(resolved, for: target, generation: generation) }
+        return resolved
     }
 
     func entryKeys(for uris: [String], generation: Int) -> [String] {
@@ -287,8 +312,13 @@ public final class CachedNetworking: Sendable {
     /// The response to `context`'s method and URI (without `Vary`) when `read`, the envelope under `entryKey`,
     /// holds it.
     func ownResponse(_ read: StoreRead<EnvelopeRead>, entryKey: String, context: RequestContext) -> FoundEntry? {
+        ownResponse(read, entryKey: entryKey, method: context.method, uri: context.uri)
+    }
+
+    /// ``ownResponse(_:entryKey:context:)`` for a request with `method` and normalized URI `uri`.
+    func ownResponse(_ read: StoreRead<EnvelopeRead>, entryKey: String, method: HTTPRequest.Method, uri: String) -> FoundEntry? {
         guard case .value(.found(let decoded)) = read, let response = decoded.response, response.entry.varyValues.isEmpty,
-            response.entry.method == context.request.method.rawValue, response.entry.uri == context.uri
+            response.entry.method == method.rawValue, response.entry.uri == uri
         else { return nil }
         return FoundEntry(stored: response, key: entryKey)
     }
@@ -311,7 +341,7 @@ public final class CachedNetworking: Sendable {
     func examine(_ read: StoreRead<EnvelopeRead>, entryKey: String, context: RequestContext) async -> Lookup {
         if let lookup = examineNow(read, entryKey: entryKey, context: context) { return lookup }
         var lookup = Lookup(entryKey: entryKey)
-        let method = context.request.method.rawValue
+        let method = context.method.rawValue
         if case .value(.found(let decoded)) = read, decoded.response == nil, case .varyIndex(let index) = decoded.envelope,
             index.method == method, index.uri == context.uri
         {
@@ -379,22 +409,33 @@ public final class CachedNetworking: Sendable {
         status: CacheStatus? = nil,
         at servedAt: Date? = nil
     ) -> CachedResponse {
-        let age = found.prepared.currentAge(now: servedAt ?? now())
-        let body = context.request.method == .head ? ByteBuffer() : found.entry.body
+        serveStored(found, method: context.method, decision: decision, source: source, status: status, at: servedAt)
+    }
+
+    /// ``serveStored(_:context:decision:source:status:at:)`` for a request with `method`.
+    func serveStored(
+        _ found: FoundEntry,
+        method: HTTPRequest.Method,
+        decision: ReuseDecision,
+        source: CachedResponse.Source,
+        status: CacheStatus? = nil,
+        at servedAt: Date? = nil
+    ) -> CachedResponse {
+        let age = found.stored.prepared.currentAge(now: servedAt ?? now())
+        let body = method == .head ? ByteBuffer() : found.stored.entry.body
         metrics.cacheBytes(body.readableBytes)
-        let identity = CachedResponse.EntryIdentity(key: found.key, version: found.version)
         let omitted = decision.fieldsToOmitWhenServed
         if let status {
             return makeResponse(
                 found.stored.servedResponse(age: age, omitting: omitted, status: nil), body: body, source: source,
-                status: status, entry: identity)
+                status: status, entry: CachedResponse.EntryIdentity(key: found.key, version: found.version))
         }
-        var member = CacheStatus(cacheName: configuration.cacheName)
-        member.hit = true
-        member.timeToLive = decision.timeToLive
-        // Every hit on the entry in the same second of its age gets the same fields: built once, then shared.
-        let response = found.stored.servedHit(age: age, omitting: omitted, status: member)
-        return answered(response, body: body, source: source, status: member, entry: identity)
+        // Every hit on the entry in the same second of its age gets the same head: built once, then shared.
+        let head = found.stored.servedHit(
+            age: age, timeToLive: decision.timeToLive, omitting: omitted, source: source,
+            cacheName: configuration.cacheName, key: found.key)
+        logger.debug("answered", metadata: [CachedNetworkingLogKeys.cacheStatus: "\(head.cacheStatus.headerValue)"])
+        return CachedResponse(head: head, body: body)
     }
 
     func gatewayTimeout(_ context: RequestContext) -> CachedResponse {
@@ -445,10 +486,24 @@ public final class CachedNetworking: Sendable {
 /// One request on its way through the cache.
 struct RequestContext: Sendable {
     let request: HTTPRequest
+    /// The request's method, read once (each read of `HTTPRequest.method` makes it again).
+    let method: HTTPRequest.Method
     let body: ByteBuffer?
     let uri: String
     let policy: CachePolicy
     let directives: RequestCacheControl
+
+    init(
+        request: HTTPRequest, method: HTTPRequest.Method? = nil, body: ByteBuffer?, uri: String, policy: CachePolicy,
+        directives: RequestCacheControl
+    ) {
+        self.request = request
+        self.method = method ?? request.method
+        self.body = body
+        self.uri = uri
+        self.policy = policy
+        self.directives = directives
+    }
 
     /// Identifies the credentials of the request, so that requests of different users are never coalesced.
     var credentialsDigest: UInt64 {

@@ -45,16 +45,70 @@ public struct CachedResponse: Sendable {
         public let version: String
     }
 
-    /// The status and header fields (including `Age` when served from storage, and `Cache-Status`).
-    public var response: HTTPResponse
+    /// Everything but the body. Answers that carry the same status, fields, source and `Cache-Status` member
+    /// share one (the hits on an entry within one second of its age), so that making, copying and dropping an
+    /// answer retains and releases two references instead of every string and buffer in it. Copy-on-write: a
+    /// setter changes the head in place only while no other answer holds it.
+    final class Head: @unchecked Sendable {
+        var response: HTTPResponse
+        var source: Source
+        var cacheStatus: CacheStatus
+        var entry: EntryIdentity?
+
+        init(response: HTTPResponse, source: Source, cacheStatus: CacheStatus, entry: EntryIdentity?) {
+            self.response = response
+            self.source = source
+            self.cacheStatus = cacheStatus
+            self.entry = entry
+        }
+
+        func copy() -> Head { Head(response: response, source: source, cacheStatus: cacheStatus, entry: entry) }
+    }
+
+    private(set) var head: Head
+
     /// The content (empty for HEAD and for statuses without content).
     public var body: ByteBuffer
+
+    init(head: Head, body: ByteBuffer) {
+        self.head = head
+        self.body = body
+    }
+
+    init(response: HTTPResponse, body: ByteBuffer, source: Source, cacheStatus: CacheStatus, entry: EntryIdentity?) {
+        self.init(head: Head(response: response, source: source, cacheStatus: cacheStatus, entry: entry), body: body)
+    }
+
+    private mutating func uniqueHead() -> Head {
+        if !isKnownUniquelyReferenced(&head) { head = head.copy() }
+        return head
+    }
+
+    /// The status and header fields (including `Age` when served from storage, and `Cache-Status`).
+    public var response: HTTPResponse {
+        get { head.response }
+        _modify { yield &uniqueHead().response }
+        set { uniqueHead().response = newValue }
+    }
+
     /// Where the response came from.
-    public var source: Source
+    public var source: Source {
+        get { head.source }
+        set { uniqueHead().source = newValue }
+    }
+
     /// This cache's `Cache-Status` member (RFC 9211), also appended to the `Cache-Status` header field.
-    public var cacheStatus: CacheStatus
+    public var cacheStatus: CacheStatus {
+        get { head.cacheStatus }
+        _modify { yield &uniqueHead().cacheStatus }
+        set { uniqueHead().cacheStatus = newValue }
+    }
+
     /// The stored entry this body belongs to, when it was read from or written to the store.
-    public var entry: EntryIdentity?
+    public var entry: EntryIdentity? {
+        get { head.entry }
+        set { uniqueHead().entry = newValue }
+    }
 
     /// The status.
     public var status: HTTPResponse.Status { response.status }

@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import HTTPCaching
 import HTTPTypes
 import NIOCore
@@ -50,9 +55,10 @@ final class DecodedEnvelope: Sendable {
 /// A stored response with its reuse facts and version, worked out once. A class, so that a hit passes one
 /// reference around instead of copying every field of the entry.
 ///
-/// It also keeps the response its last plain hit was served with (``servedHit(age:omitting:status:)``): every
-/// hit in the same second of the entry's age is answered with the same header fields, so they are built once
-/// and shared (copy-on-write) by the answers, instead of copied with `Age` and `Cache-Status` for each.
+/// It also keeps the head of its last plain hit's answer (``servedHit(age:timeToLive:omitting:source:cacheName:key:)``):
+/// every hit in the same second of the entry's age is answered with the same status, header fields and
+/// `Cache-Status` member, so they are built once and shared (copy-on-write) by the answers, instead of copied
+/// with `Age` and `Cache-Status` for each.
 final class PreparedEntry: Sendable {
     let entry: StoredEntry
     /// The entry's reuse facts, prepared with the rules of the cache that decoded or wrote it.
@@ -73,6 +79,12 @@ final class PreparedEntry: Sendable {
         self.init(entry, prepared: PreparedStoredResponse(entry.info, rules: rules))
     }
 
+    /// ``ReuseDecision/evaluate(prepared:requestDirectives:now:)`` for this entry. A method, so that the prepared
+    /// facts are read in place rather than copied out for the call (a copy retains every string and set in them).
+    func decision(requestDirectives: RequestCacheControl, now: Date) -> ReuseDecision {
+        ReuseDecision.evaluate(prepared: prepared, requestDirectives: requestDirectives, now: now)
+    }
+
     /// The stored response as served at `age`: without the fields in `omitting`, with `Age`, and with `status`
     /// appended to its `Cache-Status` when given. One copy of the stored fields, with room for what is added.
     func servedResponse(age: Int, omitting: Set<String>, status: CacheStatus?) -> HTTPResponse {
@@ -86,31 +98,51 @@ final class PreparedEntry: Sendable {
         return response
     }
 
-    /// ``servedResponse(age:omitting:status:)`` for a hit with `status`: the response made for the previous hit
-    /// when that was made for the same age, fields and member (within the same second), else a new one, kept for
-    /// the next hit.
-    func servedHit(age: Int, omitting: Set<String>, status: CacheStatus) -> HTTPResponse {
-        if let last = lastHit.withLock({ $0 }), last.age == age, last.status == status, last.omitted == omitting {
-            return last.response
+    /// The head of a plain hit's answer (status, fields, source, `Cache-Status` member `hit` with `ttl`, entry
+    /// identity) served at `age` under `key` by the cache named `cacheName`: the head made for the previous hit
+    /// when that was made for the same (within the same second of the entry's age), else a new one, kept for the
+    /// next hit.
+    func servedHit(
+        age: Int, timeToLive: Int, omitting: Set<String>, source: CachedResponse.Source, cacheName: String, key: String
+    ) -> CachedResponse.Head {
+        if let last = lastHit.withLock({ $0 }), last.age == age, last.timeToLive == timeToLive, last.source == source,
+            last.omitted == omitting, UTF8Bytes.equal(last.cacheName, cacheName), UTF8Bytes.equal(last.key, key)
+        {
+            return last.head
         }
-        let response = servedResponse(age: age, omitting: omitting, status: status)
-        let hit = ServedHit(age: age, omitted: omitting, status: status, response: response)
+        var member = CacheStatus(cacheName: cacheName)
+        member.hit = true
+        member.timeToLive = timeToLive
+        let head = CachedResponse.Head(
+            response: servedResponse(age: age, omitting: omitting, status: member), source: source,
+            cacheStatus: member, entry: CachedResponse.EntryIdentity(key: key, version: version))
+        let hit = ServedHit(
+            age: age, timeToLive: timeToLive, omitted: omitting, source: source, cacheName: cacheName, key: key, head: head)
         lastHit.withLock { $0 = hit }
-        return response
+        return head
     }
 
-    /// A served response and what it was made for. A class, so that reading it under the lock takes one reference.
+    /// A served head and what it was made for. A class, so that reading it under the lock takes one reference.
     private final class ServedHit: Sendable {
         let age: Int
+        let timeToLive: Int
         let omitted: Set<String>
-        let status: CacheStatus
-        let response: HTTPResponse
+        let source: CachedResponse.Source
+        let cacheName: String
+        let key: String
+        let head: CachedResponse.Head
 
-        init(age: Int, omitted: Set<String>, status: CacheStatus, response: HTTPResponse) {
+        init(
+            age: Int, timeToLive: Int, omitted: Set<String>, source: CachedResponse.Source, cacheName: String,
+            key: String, head: CachedResponse.Head
+        ) {
             self.age = age
+            self.timeToLive = timeToLive
             self.omitted = omitted
-            self.status = status
-            self.response = response
+            self.source = source
+            self.cacheName = cacheName
+            self.key = key
+            self.head = head
         }
     }
 }
@@ -122,7 +154,7 @@ final class PreparedEntry: Sendable {
 /// does for any other store. A store must drop the decoded form whenever the bytes beside it change.
 protocol DecodedEnvelopeStore: AnyObject, ImmediateCacheStore {
     /// The value under `key` and the decoded form written with it; nil when nothing (live) is stored.
-    func getDecoded(_ key: String) throws(CacheStoreError) -> (value: ByteBuffer, decoded: DecodedEnvelope?)?
+    func getDecoded(_ key: StoreKey) throws(CacheStoreError) -> (value: ByteBuffer, decoded: DecodedEnvelope?)?
 
     /// Stores `value` under `key` as ``CacheStore/set(_:to:ttl:)`` does, with `decoded`, its decoded form.
     func set(_ key: String, to value: ByteBuffer, decoded: DecodedEnvelope, ttl: Duration?) throws(CacheStoreError)
@@ -147,12 +179,18 @@ extension StoreAccess {
 
     /// ``getEnvelope(_:rules:)`` without suspending, from a ``DecodedEnvelopeStore``; nil for other stores.
     func getEnvelopeNow(_ key: String, rules: CachingRules) -> StoreRead<EnvelopeRead>? {
+        guard decodedStore != nil else { return nil }
+        return getEnvelopeNow(StoreKey(key), rules: rules)
+    }
+
+    /// ``getEnvelopeNow(_:rules:)`` for a key already hashed.
+    func getEnvelopeNow(_ key: StoreKey, rules: CachingRules) -> StoreRead<EnvelopeRead>? {
         let found: (value: ByteBuffer, decoded: DecodedEnvelope?)?
         do throws(CacheStoreError) {
             guard let decodedStore else { return nil }
             found = try decodedStore.getDecoded(key)
         } catch {
-            return settle("get", key, Result<EnvelopeRead, CacheStoreError>.failure(error))
+            return settle("get", key.string, Result<EnvelopeRead, CacheStoreError>.failure(error))
         }
         guard let found else { return .value(.missing) }
         if let decoded = found.decoded, decoded.response?.prepared.isPrepared(for: rules) ?? true {

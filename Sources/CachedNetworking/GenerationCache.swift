@@ -44,10 +44,18 @@ struct GenerationCache {
     }
 }
 
-/// A request target's normalized URI and its entry key in the generation it was worked out for.
+/// A request target's normalized URI and its entry key in the generation it was worked out for. The key is kept
+/// hashed (``StoreKey``), so that a store in this process does not hash it again on each hit.
 struct ResolvedTarget: Sendable {
     let uri: String
-    let entryKey: String
+    let storeKey: StoreKey
+
+    init(uri: String, entryKey: String) {
+        self.uri = uri
+        self.storeKey = StoreKey(entryKey)
+    }
+
+    var entryKey: String { storeKey.string }
 }
 
 /// A request's method and target as the request spells them: scheme, authority and path (with the query), not

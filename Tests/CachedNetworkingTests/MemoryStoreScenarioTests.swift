@@ -43,7 +43,7 @@ struct MemoryStoreScenarioTests {
         let first = try await s.get("/m")
         #expect(first.source == .network)
         let key = try #require(first.entry?.key)
-        #expect(try s.store.getDecoded(key)?.decoded != nil)
+        #expect(try s.store.getDecoded(StoreKey(key))?.decoded != nil)
         s.clock.advance(by: .seconds(10))
         let second = try await s.get("/m")
         #expect(second.source == .cache)
@@ -62,7 +62,7 @@ struct MemoryStoreScenarioTests {
         s.serve("/o") { _ in .init(headers: [("Cache-Control", "max-age=60")], body: "fresh") }
         let key = try #require(try await s.get("/o").entry?.key)
         try await s.store.set(key, to: ByteBuffer(string: "garbage"), ttl: nil)
-        #expect(try s.store.getDecoded(key)?.decoded == nil)
+        #expect(try s.store.getDecoded(StoreKey(key))?.decoded == nil)
         #expect(try await s.get("/o").source == .network)
         #expect(s.metrics.value(CachedNetworkingMetrics.corruptEntries) == 1)
         #expect(try await s.get("/o").source == .cache)
@@ -211,6 +211,8 @@ struct MemoryStoreScenarioTests {
         #expect(second.headerFields[.age] == "3")
         #expect(second.headerFields[.cacheStatus] == "upstream; hit, cached; hit; ttl=57")
         #expect(second.cacheStatus == first.cacheStatus)
+        // Shared as one head (status, fields, source, member, identity), not copied field by field.
+        #expect(first.head === second.head)
         s.clock.advance(by: .milliseconds(999))
         #expect(try await s.get("/h").headerFields == first.headerFields)
         s.clock.advance(by: .milliseconds(1))
@@ -230,10 +232,20 @@ struct MemoryStoreScenarioTests {
             #expect(answer.headerFields[.cacheStatus] == "upstream; hit, edge; hit; ttl=56")
             #expect(try await s.get("/h").headerFields[.cacheStatus] == "upstream; hit, cached; hit; ttl=56")
         }
-        // A caller's change to its answer is its own.
+        // A caller's change to its answer is its own, whichever part it changes.
         var mine = try await s.get("/h")
+        let shared = try await s.get("/h")
+        #expect(mine.head === shared.head)
         mine.response.headerFields[.age] = "999"
-        #expect(try await s.get("/h").headerFields[.age] == "4")
+        mine.cacheStatus.detail = "mine"
+        mine.source = .stale
+        mine.entry = nil
+        #expect(mine.head !== shared.head)
+        #expect(mine.headerFields[.age] == "999" && mine.cacheStatus.detail == "mine" && mine.source == .stale)
+        for answer in [shared, try await s.get("/h")] {
+            #expect(answer.headerFields[.age] == "4")
+            #expect(answer.cacheStatus.detail == nil && answer.source == .cache && answer.entry != nil)
+        }
         await s.origin.stop()
     }
 

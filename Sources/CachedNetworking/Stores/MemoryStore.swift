@@ -200,8 +200,7 @@ public final class MemoryStore: CacheStore {
     // MARK: decoded envelopes (DecodedEnvelopeStore)
 
     /// The value under `key` and the decoded envelope written with it, without suspending.
-    func getDecoded(_ key: String) throws(CacheStoreError) -> (value: ByteBuffer, decoded: DecodedEnvelope?)? {
-        let key = StoreKey(key)
+    func getDecoded(_ key: StoreKey) throws(CacheStoreError) -> (value: ByteBuffer, decoded: DecodedEnvelope?)? {
         let now = core.now()
         return try core.state.withLock { state throws(CacheStoreError) in
             try state.checkOpen()

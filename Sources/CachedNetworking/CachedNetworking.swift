@@ -61,7 +61,9 @@ public final class CachedNetworking: Sendable {
             extra: configuration.metricsDimensions
         )
         self.metrics = metrics
-        self.store = StoreAccess(store: store, timeout: configuration.storeTimeout, metrics: metrics, logger: logger)
+        self.store = StoreAccess(
+            store: store, timeout: configuration.storeTimeout, metrics: metrics, logger: logger,
+            decodedEntryMemory: configuration.decodedEntryMemory)
         self.leaseToken = ByteBuffer(string: FNV1a64.hex(UInt64.random(in: .min ... .max)))
     }
 

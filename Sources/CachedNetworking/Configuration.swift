@@ -41,6 +41,13 @@ extension CachedNetworking {
         public var metricsFactory: (any MetricsFactory)? = nil
         /// Dimensions added to every metric (for example the service's name).
         public var metricsDimensions: [(String, String)] = []
+        /// Bytes of entries read from or written to a network store (``RESPStore``, ``RESPClusterStore``) that
+        /// this process keeps decoded beside their bytes, so that a read that brings back the same bytes skips
+        /// decoding and checking them again. Every read still goes to the store, and bytes that differ from the
+        /// kept ones in any way are decoded afresh. Each entry is charged its key, its value and 512 bytes; the
+        /// least useful are evicted (SIEVE). Zero keeps none. ``MemoryStore`` keeps its entries decoded itself
+        /// and does not use this. Default 8 MiB.
+        public var decodedEntryMemory: Int = 8 << 20
 
         /// The defaults described on each property.
         public init() {}

@@ -171,10 +171,23 @@ enum EnvelopeRead: Sendable {
 
 extension StoreAccess {
     /// The envelope under `key`: the decoded form a ``DecodedEnvelopeStore`` kept (prepared again when it was
-    /// prepared under other rules), else the bytes decoded and checked here.
+    /// prepared under other rules), else the bytes decoded and checked here (or, when they are the very bytes
+    /// this process last decoded or wrote under `key`, their kept decoded form: ``DecodedReads``).
     func getEnvelope(_ key: String, rules: CachingRules) async -> StoreRead<EnvelopeRead> {
         if let read = getEnvelopeNow(key, rules: rules) { return read }
-        return await get(key).map { bytes in bytes.map { Self.decode($0, rules: rules) } ?? .missing }
+        return await get(key).map { bytes in bytes.map { decode($0, under: key, rules: rules) } ?? .missing }
+    }
+
+    /// `bytes`, read under `key`, decoded; from ``decodedReads`` when it holds them.
+    private func decode(_ bytes: ByteBuffer, under key: String, rules: CachingRules) -> EnvelopeRead {
+        guard let decodedReads else { return Self.decode(bytes, rules: rules) }
+        let storeKey = StoreKey(key)
+        if let kept = decodedReads.decoded(storeKey, bytes: bytes), kept.response?.prepared.isPrepared(for: rules) ?? true {
+            return .found(kept)
+        }
+        let read = Self.decode(bytes, rules: rules)
+        if case .found(let decoded) = read { decodedReads.remember(storeKey, bytes: bytes, decoded: decoded) }
+        return read
     }
 
     /// ``getEnvelope(_:rules:)`` without suspending, from a ``DecodedEnvelopeStore``; nil for other stores.
@@ -200,10 +213,16 @@ extension StoreAccess {
     }
 
     /// Stores `envelope` under `key`: its bytes, and its decoded form too (with `prepared`, the response's
-    /// reuse facts) when the store keeps one.
+    /// reuse facts) when the store keeps one, or in ``decodedReads`` once the write succeeded.
     @discardableResult
     func setEnvelope(_ key: String, _ envelope: CacheEnvelope, prepared: PreparedStoredResponse?, ttl: Duration?) async -> Bool {
-        guard let decodedStore else { return await set(key, envelope.encoded(), ttl: ttl) }
+        guard let decodedStore else {
+            guard let decodedReads else { return await set(key, envelope.encoded(), ttl: ttl) }
+            let (bytes, decoded) = DecodedEnvelope.encoding(envelope, prepared: prepared)
+            guard await set(key, bytes, ttl: ttl) else { return false }
+            decodedReads.remember(StoreKey(key), bytes: bytes, decoded: decoded)
+            return true
+        }
         let (bytes, decoded) = DecodedEnvelope.encoding(envelope, prepared: prepared)
         let result: Result<Void, CacheStoreError>
         do throws(CacheStoreError) {

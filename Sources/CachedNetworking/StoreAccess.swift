@@ -16,15 +16,20 @@ struct StoreAccess: Sendable {
     let isDeadlineBounded: Bool
     /// The store as a ``DecodedEnvelopeStore``, when it keeps decoded envelopes.
     let decodedStore: (any DecodedEnvelopeStore)?
+    /// For other stores, the entries this process read or wrote, kept decoded beside their bytes (nil when the
+    /// configuration keeps none).
+    let decodedReads: DecodedReads?
 
-    init(store: any CacheStore, timeout: Duration, metrics: CacheMetrics, logger: Logger) {
+    init(store: any CacheStore, timeout: Duration, metrics: CacheMetrics, logger: Logger, decodedEntryMemory: Int = 0) {
         self.store = store
         self.timeout = timeout
         self.metrics = metrics
         self.logger = logger
         self.isImmediate = store is any ImmediateCacheStore
         self.isDeadlineBounded = store is any DeadlineBoundedCacheStore
-        self.decodedStore = store as? any DecodedEnvelopeStore
+        let decodedStore = store as? any DecodedEnvelopeStore
+        self.decodedStore = decodedStore
+        self.decodedReads = decodedStore == nil && decodedEntryMemory > 0 ? DecodedReads(maxBytes: decodedEntryMemory) : nil
     }
 
     /// The value under `key`; `.failed` when the store failed or timed out.

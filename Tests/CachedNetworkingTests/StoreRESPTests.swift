@@ -321,6 +321,31 @@ struct StoreRESPTests {
         server.stop()
     }
 
+    /// A call handed to the connection's thread after its poll ran out, whose deadline then passes: the caller
+    /// gets a timeout at its deadline, the reply is read and dropped when it comes, and the next calls on the
+    /// connection get their own replies.
+    @Test func aHandedOverCallThatTimesOutLeavesTheConnectionInStep() async throws {
+        let server = try ScriptedServer(replyDelay: .milliseconds(200)) { command in
+            guard command.count == 2, command[0] == "GET" else { return Array("-ERR unexpected\r\n".utf8) }
+            return Array("$\(command[1].utf8.count)\r\n\(command[1])\r\n".utf8)
+        }
+        let store = RESPStore(configuration: configuration(port: server.port) {
+            $0.poolSize = 1
+            $0.commandTimeout = .seconds(5)
+        })
+        #expect(try await store.get("warm")?.text == "warm")
+        let start = ContinuousClock.now
+        let late = await StoreCallLimit.bounding(.milliseconds(5)) { () async throws(CacheStoreError) in
+            try await store.get("late")
+        }
+        #expect(late.failure?.kind == .timeout, "\(late)")
+        #expect(ContinuousClock.now - start < .milliseconds(150), "the timeout waited for the reply")
+        for key in ["next", "after"] { #expect(try await store.get(key)?.text == key) }
+        #expect(store.pool.replyPolls.ranOut >= 1, "\(store.pool.replyPolls)")
+        await store.shutdown()
+        server.stop()
+    }
+
     @Test func aServerThatHangsUpMidWriteIsUnreachable() async throws {
         let server = try HangUpServer()
         let store = RESPStore(configuration: configuration(port: server.port) { $0.poolSize = 1 })

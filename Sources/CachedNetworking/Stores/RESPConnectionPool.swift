@@ -25,8 +25,8 @@ import Darwin
 /// sends whatever part of the command did not fit and reads the reply as usual. (Linux only.) With
 /// ``RESPStore/Configuration/replyPolling`` on, such a call (of one reply) goes further: it takes the idle
 /// connection for itself, writes its command and polls the socket without blocking for up to that long; a reply
-/// that arrives in time completes the call on the caller's thread, with no hand-off to the connection's thread
-/// and back. Otherwise the call goes to the head of the connection's queue and the thread reads on from what
+/// that arrives in time completes the call on the caller's thread without suspending it, with no hand-off to the
+/// connection's thread and back. Otherwise the call goes to the head of the connection's queue and the thread reads on from what
 /// arrived, and after several polls in a row that ran out the next calls skip polling for a while (a pause that doubles
 /// while polls keep running out).
 ///
@@ -142,30 +142,81 @@ final class RESPConnectionPool: @unchecked Sendable {
     /// it; the connection thread then drops the command if it has not been sent, or ignores its reply). Outside
     /// one, only the connection's own timeouts apply.
     func submit(_ command: [UInt8], replies: Int = 1) async -> Result<RESPReply, CacheStoreError> {
+        // On an idle connection the call polls for its reply right here and, when the reply comes in time,
+        // returns without suspending: no continuation, no deadline to watch, no hop back to the task's executor.
+        // Only a late reply hands the call (its command already written) to the connection's thread.
+        var handover: Handover?
+        if replies <= 1, pollNanoseconds > 0, !Task.isCancelled, let polled = takeIdleConnectionForPolling() {
+            switch sendAndPoll(command, on: polled.connection, slot: polled.index) {
+            case .answered(let reply): return reply
+            case .ranOut(let written): handover = Handover(slot: polled.index, written: written, enqueuedAt: polled.enqueuedAt)
+            }
+        }
         guard let limit = StoreCallLimit.current else {
             let call = PendingStoreCall(limit: nil)
             return await withUnsafeContinuation { continuation in
                 _ = call.start(continuation)
-                enqueue(command, replies: replies, call)
+                place(command, replies: replies, handover, call)
             }
         }
         let call = PendingStoreCall(limit: limit)
         return await withTaskCancellationHandler {
             await withUnsafeContinuation { continuation in
-                guard call.start(continuation) else { return }
-                StoreDeadlineWatcher.shared.add(call)
-                enqueue(command, replies: replies, call)
+                if call.start(continuation) {
+                    StoreDeadlineWatcher.shared.add(call)
+                } else if handover == nil {
+                    return
+                }
+                // A handed-over command is on the wire: its reply must be read even when nobody waits for it.
+                place(command, replies: replies, handover, call)
             }
         } onCancel: {
             call.resume(returning: .failure(CacheStoreError(.timeout, "cancelled")))
         }
     }
 
-    /// Queues `call` on a connection, or fails it at once when none may take it; or, on an idle connection,
-    /// sends it and polls for its reply first (``RESPStore/Configuration/replyPolling``).
+    /// A call whose command the caller wrote on the connection of `slot` (which it still owns) and whose reply did
+    /// not come while it polled.
+    private struct Handover {
+        let slot: Int
+        let written: Int
+        let enqueuedAt: UInt64
+    }
+
+    /// Hands `call` to the connection's thread: the one it was written on (``Handover``), else a queue.
+    private func place(_ command: [UInt8], replies: Int, _ handover: Handover?, _ call: PendingStoreCall) {
+        guard let handover else { return enqueue(command, replies: replies, call) }
+        lock.withLock {
+            let index = handover.slot
+            slots[index].callerOwned = false
+            // First in the queue: its command is the first on the wire (calls queued meanwhile were not sent).
+            slots[index].queue.prepend(
+                Request(command: command, replies: 1, written: handover.written, enqueuedAt: handover.enqueuedAt, completion: call))
+            lock.signal(index)
+        }
+    }
+
+    /// An idle, connected connection for the caller to poll on, marked ``Slot/callerOwned``; nil when there is
+    /// none, or while polls are being skipped after polls that ran out (this call then counts towards the pause).
+    private func takeIdleConnectionForPolling() -> (index: Int, connection: HiredisConnection, enqueuedAt: UInt64)? {
+        let now = monotonicNanoseconds()
+        return lock.withLock {
+            guard !shuttingDown, hook == nil, let index = chooseSlot(now: now), slots[index].load == 0,
+                slots[index].socket >= 0, case .connected = slots[index].state, let connection = slots[index].connection
+            else { return nil }
+            guard pollsToSkip == 0 else {
+                pollsToSkip -= 1
+                return nil
+            }
+            slots[index].callerOwned = true
+            return (index, connection, now)
+        }
+    }
+
+    /// Queues `call` on a connection, or fails it at once when none may take it. On an idle connection the
+    /// command is written at once, without blocking (the thread then sends whatever did not fit).
     private func enqueue(_ command: [UInt8], replies: Int, _ call: PendingStoreCall) {
         let now = monotonicNanoseconds()
-        var polled: (index: Int, connection: HiredisConnection)?
         let refusal: CacheStoreError? = lock.withLock {
             if shuttingDown { return CacheStoreError(.closed, "the store was shut down") }
             guard let index = chooseSlot(now: now) else {
@@ -173,14 +224,6 @@ final class RESPConnectionPool: @unchecked Sendable {
             }
             var request = Request(command: command, replies: max(1, replies), enqueuedAt: now, completion: call)
             if hook == nil, slots[index].load == 0, slots[index].socket >= 0, case .connected = slots[index].state {
-                if replies <= 1, pollNanoseconds > 0, let connection = slots[index].connection {
-                    if pollsToSkip == 0 {
-                        slots[index].callerOwned = true
-                        polled = (index, connection)
-                        return nil
-                    }
-                    pollsToSkip -= 1
-                }
                 // The thread is not using its context, whose output buffer is empty: the bytes go out in order.
                 request.written = writeWithoutBlocking(command, to: slots[index].socket)
             }
@@ -188,32 +231,28 @@ final class RESPConnectionPool: @unchecked Sendable {
             lock.signal(index)
             return nil
         }
-        if let refusal {
-            call.resume(returning: .failure(refusal))
-        } else if let polled {
-            sendAndPoll(command, on: polled.connection, slot: polled.index, enqueuedAt: now, call)
-        }
+        if let refusal { call.resume(returning: .failure(refusal)) }
+    }
+
+    private enum PollOutcome {
+        case answered(Result<RESPReply, CacheStoreError>)
+        /// No whole reply in time (or the command did not go out whole): `written` bytes of it are on the wire,
+        /// and the caller still owns the connection, to hand the call over (``place(_:replies:_:_:)``).
+        case ranOut(written: Int)
     }
 
     /// Writes `command` on the idle connection of slot `index`, which the caller owns (``Slot/callerOwned``),
     /// and polls for its reply for up to ``pollNanoseconds``; a reply that is not whole by then is left to the
     /// connection's thread, which reads on from what arrived.
-    private func sendAndPoll(
-        _ command: [UInt8], on connection: HiredisConnection, slot index: Int, enqueuedAt: UInt64, _ call: PendingStoreCall
-    ) {
+    private func sendAndPoll(_ command: [UInt8], on connection: HiredisConnection, slot index: Int) -> PollOutcome {
         // Nothing else writes or reads this connection meanwhile: its thread waits until `callerOwned` is clear.
         let written = writeWithoutBlocking(command, to: connection.socket)
         var reply: Result<RESPReply, CacheStoreError>?
         if written == command.count {
             reply = connection.pollReply(until: monotonicNanoseconds() &+ pollNanoseconds)
         }
-        lock.withLock {
-            slots[index].callerOwned = false
-            if reply != nil {
-                pollPause = 0
-                pollsRunOutInARow = 0
-                pollCounts.answered += 1
-            } else {
+        return lock.withLock {
+            guard let reply else {
                 if written == command.count {
                     pollCounts.ranOut += 1
                     pollsRunOutInARow += 1
@@ -222,16 +261,18 @@ final class RESPConnectionPool: @unchecked Sendable {
                         pollsToSkip = pollPause
                     }
                 }
-                // First in the queue: its command is the first on the wire (calls queued meanwhile were not sent).
-                slots[index].queue.prepend(
-                    Request(command: command, replies: 1, written: written, enqueuedAt: enqueuedAt, completion: call))
+                return .ranOut(written: written)
             }
-            // The thread is woken only when it waits for this caller, or has calls to send (queued meanwhile, or
-            // this one handed over), or the store is shutting down. Waking an idle thread after every answered call
-            // would cost a wake-up per call, and that thread's run on another core, where the server may be.
+            slots[index].callerOwned = false
+            pollPause = 0
+            pollsRunOutInARow = 0
+            pollCounts.answered += 1
+            // The thread is woken only when it waits for this caller, or has calls queued meanwhile, or the store
+            // is shutting down. Waking an idle thread after every answered call would cost a wake-up per call,
+            // and that thread's run on another core, where the server may be.
             if slots[index].threadWaitsForCaller || !slots[index].queue.isEmpty || shuttingDown { lock.signal(index) }
+            return .answered(reply)
         }
-        if let reply { call.resume(returning: reply) }
     }
 
     /// Must hold `lock`.

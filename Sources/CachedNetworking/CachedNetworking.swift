@@ -109,6 +109,8 @@ public final class CachedNetworking: Sendable {
         // decision that serves it as stored.
         var found: FoundEntry? = nil
         var read: StoreRead<EnvelopeRead>? = nil
+        // The decision made here, when it needs more than the stored response (validation, a refresh).
+        var decided: (now: Date, decision: ReuseDecision)? = nil
         if let key = resolved.entryKey, let readNow = store.getEnvelopeNow(key, rules: configuration.rules) {
             found = ownResponse(readNow, entryKey: key.string, method: target.method, uri: resolved.uri)
             if let found, policy.base != .reloadIgnoringLocalCacheData {
@@ -118,6 +120,7 @@ public final class CachedNetworking: Sendable {
                 if let answer = servedAsStored(found, method: target.method, policy: policy, decision: decision, at: now) {
                     return answer
                 }
+                decided = (now, decision)
             }
             if found == nil { read = readNow }
         }
@@ -134,10 +137,16 @@ public final class CachedNetworking: Sendable {
         if found == nil { found = lookup?.entry }
 
         if let found, policy.base != .reloadIgnoringLocalCacheData {
-            let now = now()
-            let decision = found.stored.decision(requestDirectives: directives, now: now)
-            if let answer = servedAsStored(found, method: context.method, policy: policy, decision: decision, at: now) {
-                return answer
+            let now: Date
+            let decision: ReuseDecision
+            if let decided {
+                (now, decision) = decided
+            } else {
+                now = self.now()
+                decision = found.stored.decision(requestDirectives: directives, now: now)
+                if let answer = servedAsStored(found, method: context.method, policy: policy, decision: decision, at: now) {
+                    return answer
+                }
             }
             if decision.action == .serveStaleWhileRevalidating {
                 metrics.hits.increment()

@@ -123,6 +123,8 @@ final class PreparedEntry: Sendable {
     }
 
     /// A served head and what it was made for. A class, so that reading it under the lock takes one reference.
+    /// It keeps its own copies of what the head also says (source, `ttl`, cache name, key): comparing them
+    /// through the head's properties copies the `Cache-Status` member out for each hit (about 50 ns a hit).
     private final class ServedHit: Sendable {
         let age: Int
         let timeToLive: Int
@@ -216,14 +218,13 @@ extension StoreAccess {
     /// reuse facts) when the store keeps one, or in ``decodedReads`` once the write succeeded.
     @discardableResult
     func setEnvelope(_ key: String, _ envelope: CacheEnvelope, prepared: PreparedStoredResponse?, ttl: Duration?) async -> Bool {
+        guard decodedStore != nil || decodedReads != nil else { return await set(key, envelope.encoded(), ttl: ttl) }
+        let (bytes, decoded) = DecodedEnvelope.encoding(envelope, prepared: prepared)
         guard let decodedStore else {
-            guard let decodedReads else { return await set(key, envelope.encoded(), ttl: ttl) }
-            let (bytes, decoded) = DecodedEnvelope.encoding(envelope, prepared: prepared)
             guard await set(key, bytes, ttl: ttl) else { return false }
-            decodedReads.remember(StoreKey(key), bytes: bytes, decoded: decoded)
+            decodedReads?.remember(StoreKey(key), bytes: bytes, decoded: decoded)
             return true
         }
-        let (bytes, decoded) = DecodedEnvelope.encoding(envelope, prepared: prepared)
         let result: Result<Void, CacheStoreError>
         do throws(CacheStoreError) {
             result = .success(try decodedStore.set(key, to: bytes, decoded: decoded, ttl: ttl))

@@ -169,6 +169,7 @@ struct ConnectionCommandTests {
         let h = Harness(requirePass: "secret")
         #expect(h.run("GET", "k") == .error("NOAUTH Authentication required."))
         #expect(h.run("PING") == .error("NOAUTH Authentication required."))
+        #expect(h.run("SHUTDOWN", "NOSAVE") == .error("NOAUTH Authentication required."), "only a client that knows the password stops the server")
         #expect(h.run("GET") == .error("ERR wrong number of arguments for 'get' command"))
         #expect(h.run("NOSUCH") == .error("ERR unknown command 'NOSUCH', with args beginning with: "))
         #expect(h.run("AUTH", "wrong") == .error("WRONGPASS invalid username-password pair or user is disabled."))

@@ -111,6 +111,25 @@ struct MonitorLiveTests {
         }
     }
 
+    @Test("a second MONITOR gets no reply; the monitor may not touch keys, and what it is refused is not shown",
+          arguments: kinds)
+    func monitorsOwnCommands(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let watcher = try monitor(server)
+
+        try watcher.send(.respCommand(["MONITOR"]) + .respCommand(["GET", "k"]) + .respCommand(["PUBLISH", "ch", "m"]))
+
+        let refused = Array("-ERR Replica can't interact with the keyspace\r\n".utf8)
+        #expect(try watcher.read(through: "\r\n") == refused, "no +OK for the second MONITOR; GET refused")
+        #expect(try watcher.read(through: "\r\n") == refused)
+        // A command that does not touch keys runs, and the monitor sees it after its reply.
+        try watcher.send(.respCommand(["ECHO", "hi"]))
+        #expect(try watcher.read(through: "\r\n") == Array("$2\r\n".utf8))
+        #expect(try watcher.read(through: "\r\n") == Array("hi\r\n".utf8))
+        #expect(try nextLine(watcher).rest.hasSuffix("] \"ECHO\" \"hi\""))
+    }
+
     @Test("QUIT from the monitor gets +OK and ends its connection", arguments: kinds)
     func quitEndsMonitor(_ kind: ServerProcess.Kind) throws {
         let server = try ServerProcess.start(kind)

@@ -100,6 +100,24 @@ struct ServerCommandsLiveTests {
 
         #expect(try stat(connection, "keyspace_hits") == 3)
         #expect(try stat(connection, "keyspace_misses") == 3)
+
+        // Every command that reads a key counts, not only GET: EXISTS per key, TYPE, the TTL family, STRLEN,
+        // and the old value GETSET and SET ... GET read. Writes (INCR, APPEND, DEL) do not.
+        try connection.command("EXISTS", "here", "missing", "here")
+        try connection.command("TYPE", "here")
+        try connection.command("TYPE", "missing")
+        try connection.command("TTL", "here")
+        try connection.command("PTTL", "missing")
+        try connection.command("EXPIRETIME", "here")
+        try connection.command("STRLEN", "missing")
+        try connection.command("GETSET", "here", "2")
+        try connection.command("SET", "new", "1", "GET")
+        try connection.command("INCR", "counter")
+        try connection.command("APPEND", "here", "x")
+        try connection.command("DEL", "missing")
+
+        #expect(try stat(connection, "keyspace_hits") == 3 + 6)
+        #expect(try stat(connection, "keyspace_misses") == 3 + 5)
     }
 
     @Test("expired_keys counts a key that expired", arguments: kinds)
@@ -125,9 +143,15 @@ struct ServerCommandsLiveTests {
         try connection.command("PING")
         try connection.command("SET", "k", "v")
         try connection.command("GET", "k")
+        // Refused before they run, so not counted: an unknown command, the wrong number of arguments.
+        try connection.command("NOSUCH")
+        try connection.command("GET")
+        try connection.command("CLIENT", "NOSUCH")
+        // Run, though they answer with an error: counted.
+        try connection.command("INCR", "k")
 
-        // The three commands, and the INFO that read `before`.
-        #expect(try stat(connection, "total_commands_processed") == before + 4)
+        // The four commands that ran, and the INFO that read `before`.
+        #expect(try stat(connection, "total_commands_processed") == before + 5)
     }
 
     @Test("total_connections_received and connected_clients follow connections opening and closing", arguments: kinds)
@@ -190,6 +214,36 @@ struct ServerCommandsLiveTests {
     }
 
     // MARK: CLIENT
+
+    @Test("CLIENT LIST's cmd is the last command: container|subcommand for subcommands, NULL after an unknown one",
+          arguments: kinds)
+    func clientListLastCommand(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let other = try RawConnection(port: server.port)
+        try other.send(.respCommand(["CLIENT", "ID"]))
+        guard case .integer(let otherID) = try other.readReplies(1)[0] else { throw TestEnvironmentError("CLIENT ID") }
+        let viewer = try RawConnection(port: server.port)
+        func lastCommand(after request: [String]) throws -> String? {
+            try other.send(.respCommand(request))
+            _ = try other.readReplies(1)
+            try viewer.send(.respCommand(["CLIENT", "LIST", "ID", String(otherID)]))
+            let line = try viewer.readReplies(1)[0].text ?? ""
+            return line.split(separator: " ").first { $0.hasPrefix("cmd=") }.map { String($0.dropFirst(4)) }
+        }
+
+        #expect(try lastCommand(after: ["CLIENT", "ID"]) == "client|id")
+        #expect(try lastCommand(after: ["CLIENT", "GETNAME"]) == "client|getname")
+        #expect(try lastCommand(after: ["CONFIG", "GET", "hz"]) == "config|get")
+        #expect(try lastCommand(after: ["COMMAND", "COUNT"]) == "command|count")
+        #expect(try lastCommand(after: ["PUBSUB", "NUMPAT"]) == "pubsub|numpat")
+        #expect(try lastCommand(after: ["GET", "k"]) == "get")
+        #expect(try lastCommand(after: ["NOSUCH"]) == "NULL")
+        #expect(try lastCommand(after: ["GET"]) == "get", "a known command with the wrong arity is still named")
+        #expect(try lastCommand(after: ["CLIENT", "NOSUCH"]) == "NULL")
+        #expect(try lastCommand(after: ["CLIENT", "ID", "extra"]) == "client|id")
+        #expect(try lastCommand(after: ["CLIENT"]) == "client")
+    }
 
     @Test("CLIENT LIST shows every connection with id, addr, laddr, name, db and cmd", arguments: kinds)
     func clientList(_ kind: ServerProcess.Kind) throws {
@@ -312,11 +366,15 @@ struct ServerCommandsLiveTests {
         #expect(names.contains(.bulk("client|kill")) && names.contains(.bulk("config|get")))
     }
 
-    @Test("COMMAND INFO get set: name, arity, flags, first/last/step keys and categories as redis-server's")
+    @Test("COMMAND INFO of every command and subcommand: name, arity, flags, keys and categories as redis-server's")
     func commandInfoMatchesRedis() throws {
         let redis = try ServerProcess.start(.redis), cached = try ServerProcess.start(.cached)
         defer { redis.stop(); cached.stop() }
-        let query = ["COMMAND", "INFO", "get", "set", "mset", "del", "ping", "no-such-command"]
+        guard case .array(let names) = try cached.connect().command("COMMAND", "LIST") else {
+            throw TestEnvironmentError("COMMAND LIST did not return an array")
+        }
+        let query = ["COMMAND", "INFO"] + names.compactMap(\.text) + ["no-such-command", "client|no-such"]
+        #expect(query.count == names.count + 4)
 
         guard case .array(let expected) = try redis.connect().command(query),
             case .array(let actual) = try cached.connect().command(query)

@@ -16,11 +16,18 @@ package enum CommandExecutor {
     ) {
         // Redis's order of checks: existence, arity, then authentication.
         guard let index = server.commands.lookup(arguments[0]) else {
+            session.noteCommand(nil, now: now)
             reply.writeRESPError(bytes: ReplyError.unknownCommand(arguments))
             return
         }
         let command = server.commands.dispatch[index]
         session.noteCommand(index, now: now)
+        // A container (CLIENT, CONFIG...) answers an unknown subcommand, or a known one with the wrong number of
+        // arguments, itself; Redis refuses those before running anything, so they are not counted.
+        var counted = true
+        if command.flags.contains(.container) && arguments.count > 1 {
+            counted = noteSubcommand(index, arguments, session, server)
+        }
         guard command.acceptsArgumentCount(arguments.count) else {
             reply.writeRESPError(ReplyError.wrongArity(server.commands.commands[index].name))
             return
@@ -44,6 +51,7 @@ package enum CommandExecutor {
         var context = CommandContext(
             arguments: arguments, session: session, server: server, now: now, reply: reply, tracking: tracking)
         reply = ByteBuffer()  // hand the buffer over without a copy-on-write
+        if counted { session.countCommand() }
         command.handler(&context)
         if context.tracking { finishTracking(index, &context) }
         reply = context.reply
@@ -55,6 +63,18 @@ package enum CommandExecutor {
             // A monitor sees its own commands after their replies, unless it is closing (QUIT).
             if session.isMonitor && !session.closeAfterReply { reply.writeImmutableBuffer(line) }
         }
+    }
+
+    /// Records which subcommand of a container command (CLIENT, CONFIG...) a request names, for CLIENT LIST;
+    /// whether it is one the container runs (known, with a number of arguments it accepts).
+    @inline(never)
+    static func noteSubcommand(_ index: Int, _ arguments: Arguments, _ session: ClientSession, _ server: ServerState)
+        -> Bool
+    {
+        let subcommands = server.commands.commands[index].subcommands
+        let sub = subcommands.firstIndex { CommandTable.equalsLowercased(arguments[1], $0.name) }
+        session.noteSubcommand(sub, of: index)
+        return sub.map { subcommands[$0].acceptsArgumentCount(arguments.count) } ?? false
     }
 
     /// The checks for clients with ``ClientSession/modes``: authentication, the RESP2 subscribed context's
@@ -82,6 +102,11 @@ package enum CommandExecutor {
                 name += "|" + sub.name
             }
             reply.writeRESPError(ReplyError.subscribedContext(name))
+            return nil
+        }
+        // As Redis: a monitoring connection (a replica, to Redis) may not read or write keys, or publish.
+        if session.modes.contains(.monitoring) && !flags.isDisjoint(with: [.readonly, .write, .mayReplicate]) {
+            reply.writeRESPError("ERR Replica can't interact with the keyspace")
             return nil
         }
         guard session.tracking != nil else { return false }

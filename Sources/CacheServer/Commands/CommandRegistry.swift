@@ -126,7 +126,7 @@ package enum CommandRegistry {
     ]
 
     static let databases: [CommandSpec] = [
-        CommandSpec("select", arity: 2, flags: [.loading, .stale, .fast], categories: ["keyspace", "fast"],
+        CommandSpec("select", arity: 2, flags: [.loading, .stale, .fast], categories: ["fast", "connection"],
                     group: "connection", since: "1.0.0", summary: "Change the selected database for the current connection",
                     handler: D.select),
         CommandSpec("swapdb", arity: 3, flags: [.write, .fast], categories: ["keyspace", "write", "fast", "dangerous"],
@@ -146,7 +146,7 @@ package enum CommandRegistry {
     static let connection: [CommandSpec] = [
         CommandSpec("ping", arity: -1, flags: [.fast, .subscribedContext], categories: ["fast", "connection"], group: "connection",
                     since: "1.0.0", summary: "Ping the server", handler: C.ping),
-        CommandSpec("echo", arity: 2, flags: [.fast], categories: ["fast", "connection"], group: "connection",
+        CommandSpec("echo", arity: 2, flags: [.loading, .stale, .fast], categories: ["fast", "connection"], group: "connection",
                     since: "1.0.0", summary: "Echo the given string", handler: C.echo),
         CommandSpec("quit", arity: -1, flags: [.allowBusy, .noscript, .loading, .stale, .fast, .noauth, .subscribedContext],
                     categories: ["fast", "connection"], group: "connection", since: "1.0.0",
@@ -158,7 +158,7 @@ package enum CommandRegistry {
         CommandSpec("hello", arity: -1, flags: [.noscript, .loading, .stale, .fast, .noauth, .allowBusy],
                     categories: ["fast", "connection"], group: "connection", since: "6.0.0",
                     summary: "Handshake with Redis", handler: C.hello),
-        CommandSpec("client", arity: -2, flags: [.noscript, .loading, .stale], categories: ["slow", "connection"],
+        CommandSpec("client", arity: -2, flags: [], categories: ["slow"],
                     group: "connection", since: "2.4.0", summary: "A container for client connection commands",
                     complexity: "Depends on subcommand.",
                     subcommands: subcommands("client", [
@@ -174,7 +174,9 @@ package enum CommandRegistry {
                         ("getredir", 2, "Get tracking notifications redirection client ID if any"),
                         ("trackinginfo", 2, "Return information about server assisted client side caching for the current connection"),
                         ("help", 2, "Show helpful text about the different subcommands"),
-                    ], administrative: ["list", "kill", "no-evict"]), handler: C.client),
+                        ("no-touch", 3, "Controls whether commands sent by the client will alter the LRU/LFU of the keys they access."),
+                        ("setinfo", 4, "Set client or connection specific info"),
+                    ], administrative: ["list", "kill", "no-evict"], unlisted: ["no-touch", "setinfo"]), handler: C.client),
     ]
 
     private static let subscribeFlags: CommandFlags = [.pubsub, .noscript, .loading, .stale, .subscribedContext]
@@ -196,7 +198,7 @@ package enum CommandRegistry {
                     summary: "Stop listening for messages posted to channels matching the given patterns",
                     complexity: "O(N+M) where N is the number of patterns the client is already subscribed and M is the number of total patterns subscribed in the system (by any client).",
                     handler: P.punsubscribe),
-        CommandSpec("publish", arity: 3, flags: [.pubsub, .loading, .stale, .fast], categories: ["pubsub", "fast"],
+        CommandSpec("publish", arity: 3, flags: [.pubsub, .loading, .stale, .fast, .mayReplicate], categories: ["pubsub", "fast"],
                     group: "pubsub", since: "2.0.0", summary: "Post a message to a channel",
                     complexity: "O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client).",
                     handler: P.publish),
@@ -227,15 +229,15 @@ package enum CommandRegistry {
         CommandSpec("monitor", arity: 1, flags: [.admin, .noscript, .loading, .stale],
                     categories: ["admin", "slow", "dangerous"], group: "server", since: "1.0.0",
                     summary: "Listen for all requests received by the server in real time", handler: V.monitor),
-        CommandSpec("shutdown", arity: -1, flags: [.admin, .noscript, .loading, .stale, .noauth, .allowBusy],
+        CommandSpec("shutdown", arity: -1, flags: [.admin, .noscript, .loading, .stale, .noMulti, .allowBusy],
                     categories: ["admin", "slow", "dangerous"], group: "server", since: "1.0.0",
                     summary: "Synchronously save the dataset to disk and then shut down the server",
                     complexity: "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)",
                     handler: V.shutdown),
-        CommandSpec("save", arity: 1, flags: [.admin, .noscript], categories: ["admin", "slow", "dangerous"],
+        CommandSpec("save", arity: 1, flags: [.admin, .noscript, .noAsyncLoading, .noMulti], categories: ["admin", "slow", "dangerous"],
                     group: "server", since: "1.0.0", summary: "Synchronously save the dataset to disk",
                     complexity: "O(N) where N is the total number of keys in all databases", handler: V.save),
-        CommandSpec("bgsave", arity: -1, flags: [.admin, .noscript], categories: ["admin", "slow", "dangerous"],
+        CommandSpec("bgsave", arity: -1, flags: [.admin, .noscript, .noAsyncLoading], categories: ["admin", "slow", "dangerous"],
                     group: "server", since: "1.0.0", summary: "Asynchronously save the dataset to disk",
                     complexity: "O(N) where N is the total number of keys in all databases", handler: V.bgsave),
         CommandSpec("lastsave", arity: 1, flags: [.loading, .stale, .fast], categories: ["admin", "fast", "dangerous"],
@@ -247,6 +249,7 @@ package enum CommandRegistry {
                     subcommands: subcommands("command", [
                         ("count", 2, "Get total number of Redis commands"),
                         ("docs", -2, "Get array of specific Redis command documentation"),
+                        ("getkeys", -4, "Extract keys given a full Redis command"),
                         ("info", -2, "Get array of specific Redis command details, or all when no argument is given"),
                         ("list", -2, "Get an array of Redis command names"),
                         ("help", 2, "Show helpful text about the different subcommands"),
@@ -254,18 +257,26 @@ package enum CommandRegistry {
     ]
 
     /// Specs for a container command's subcommands (COMMAND INFO/DOCS, and MONITOR's test for `admin`; the
-    /// container dispatches). Flags are Redis 7.0's: `administrative` ones are admin; all but COMMAND's and the
-    /// HELP subcommands are noscript.
+    /// container dispatches). Flags and ACL categories are Redis 7.0's: `administrative` ones are admin (and
+    /// so @admin and @dangerous); all but COMMAND's and the HELP subcommands are noscript; CLIENT's and
+    /// COMMAND's are @connection, PUBSUB's (but HELP) @pubsub. Categories are listed in Redis's order.
+    /// `unlisted` ones run but are not reported by COMMAND (Redis 7.0 does not have them).
     static func subcommands(
-        _ parent: String, _ list: [(String, Int, String)], administrative: Set<String> = []
+        _ parent: String, _ list: [(String, Int, String)], administrative: Set<String> = [], unlisted: Set<String> = []
     ) -> [CommandSpec] {
         list.map { name, arity, summary in
-            var flags: CommandFlags = [.loading, .stale]
+            var flags: CommandFlags = unlisted.contains(name) ? [.unlisted, .loading, .stale] : [.loading, .stale]
             if parent != "command" && name != "help" { flags.insert(.noscript) }
             if administrative.contains(name) { flags.insert(.admin) }
             if parent == "pubsub" && name != "help" { flags = [.pubsub, .loading, .stale] }
+            var categories: [String] = []
+            if flags.contains(.pubsub) { categories.append("pubsub") }
+            if flags.contains(.admin) { categories.append("admin") }
+            categories.append("slow")
+            if flags.contains(.admin) { categories.append("dangerous") }
+            if parent == "client" || parent == "command" { categories.append("connection") }
             let group = parent == "client" ? "connection" : parent == "pubsub" ? "pubsub" : "server"
-            return CommandSpec(name, arity: arity, flags: flags, categories: ["slow"], group: group,
+            return CommandSpec(name, arity: arity, flags: flags, categories: categories, group: group,
                         since: "2.4.0", summary: summary, handler: { _ in })
         }
     }

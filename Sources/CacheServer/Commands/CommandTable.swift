@@ -17,14 +17,24 @@ package struct CommandFlags: OptionSet, Sendable {
     package static let fast = CommandFlags(rawValue: 1 << 8)
     package static let noauth = CommandFlags(rawValue: 1 << 9)
     package static let allowBusy = CommandFlags(rawValue: 1 << 10)
+    package static let noAsyncLoading = CommandFlags(rawValue: 1 << 11)
+    package static let noMulti = CommandFlags(rawValue: 1 << 12)
+    /// Redis's `may_replicate` (PUBLISH): COMMAND INFO does not list it, as Redis does not.
+    package static let mayReplicate = CommandFlags(rawValue: 1 << 13)
     /// Allowed in RESP2's subscribed context ((P)SUBSCRIBE, (P)UNSUBSCRIBE, PING, QUIT, RESET). Not a Redis
     /// flag: COMMAND INFO does not list it.
     package static let subscribedContext = CommandFlags(rawValue: 1 << 16)
+    /// A container of subcommands (CLIENT, CONFIG, COMMAND, PUBSUB). Not a Redis flag: set by the table.
+    package static let container = CommandFlags(rawValue: 1 << 17)
+    /// A subcommand that runs but that COMMAND does not report, because Redis 7.0 does not have it (CLIENT
+    /// SETINFO, CLIENT NO-TOUCH). Not a Redis flag.
+    package static let unlisted = CommandFlags(rawValue: 1 << 18)
 
     static let names: [(CommandFlags, String)] = [
         (.write, "write"), (.readonly, "readonly"), (.denyoom, "denyoom"), (.admin, "admin"),
         (.pubsub, "pubsub"), (.noscript, "noscript"), (.loading, "loading"), (.stale, "stale"),
-        (.fast, "fast"), (.noauth, "no_auth"), (.allowBusy, "allow_busy"),
+        (.fast, "fast"), (.noauth, "no_auth"), (.noAsyncLoading, "no_async_loading"), (.noMulti, "no_multi"),
+        (.allowBusy, "allow_busy"),
     ]
 
     /// The flag names COMMAND INFO lists.
@@ -80,6 +90,9 @@ package struct CommandSpec: Sendable {
     package func acceptsArgumentCount(_ count: Int) -> Bool {
         arity >= 0 ? count == arity : count >= -arity
     }
+
+    /// The subcommands COMMAND reports (all but the ``CommandFlags/unlisted`` ones).
+    package var listedSubcommands: [CommandSpec] { subcommands.filter { !$0.flags.contains(.unlisted) } }
 }
 
 extension Array where Element == CommandSpec {
@@ -124,7 +137,9 @@ package struct CommandTable: Sendable {
 
     package init(_ commands: [CommandSpec]) {
         self.commands = commands
-        self.dispatch = commands.map { Dispatch(arity: $0.arity, flags: $0.flags, handler: $0.handler) }
+        self.dispatch = commands.map {
+            Dispatch(arity: $0.arity, flags: $0.subcommands.isEmpty ? $0.flags : $0.flags.union(.container), handler: $0.handler)
+        }
         var size = 16
         while size < commands.count * 4 { size <<= 1 }
         var buckets = [Int32](repeating: -1, count: size)

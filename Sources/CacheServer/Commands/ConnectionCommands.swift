@@ -233,9 +233,12 @@ package enum ConnectionCommands {
     static func describe(_ s: ClientSession, server: ServerState, now: Int64) -> String {
         let age = (now - s.createdAt) / 1000
         let idle = (now - s.lastInteractionTime) / 1000
-        let cmdIndex = s.lastCommandIndex
-        var cmd = cmdIndex >= 0 ? server.commands.commands[cmdIndex].name : "NULL"
-        if cmd == "client" || cmd == "config" || cmd == "command" { cmd += "|" + (cmd == "client" ? "list" : "get") }
+        var cmd = "NULL"
+        if let last = s.lastCommandIndex, last.command < server.commands.commands.count {
+            let spec = server.commands.commands[last.command]
+            cmd = spec.name
+            if let sub = last.subcommand, sub < spec.subcommands.count { cmd += "|" + spec.subcommands[sub].name }
+        }
         // Redis 7.0's letters, in its order: O monitor, P subscriber, t tracking, R broken redirect, B BCAST,
         // U Unix socket, e no-evict; N when none applies.
         var flags = ""
@@ -257,29 +260,27 @@ package enum ConnectionCommands {
             + "resp=\(s.protocolVersion.rawValue)"
     }
 
+    /// CLIENT LIST [TYPE type | ID id [id ...]], as Redis 7.0 reads it: TYPE or ID, not both; with ID, a line
+    /// per id given that names a connection, in the order given.
     static func clientList(_ c: inout CommandContext) {
+        let a = c.arguments
         var sessions = c.server.clients.all
-        var j = 2
-        while j < c.arguments.count {
-            if c.arguments.matches(j, "type") && j + 1 < c.arguments.count {
-                let type = c.arguments.string(j + 1).lowercased()
-                guard ["normal", "master", "replica", "slave", "pubsub"].contains(type) else {
-                    return c.error("ERR Unknown client type '\(c.arguments.string(j + 1))'")
-                }
-                sessions = sessions.filter { Self.type(of: $0) == (type == "slave" ? "replica" : type) }
-                j += 2
-            } else if c.arguments.matches(j, "id") && j + 1 < c.arguments.count {
-                var ids = Set<Int>()
-                j += 1
-                while j < c.arguments.count {
-                    guard let id = c.arguments.integer(j), id > 0 else { return c.error("ERR Invalid client ID") }
-                    ids.insert(id)
-                    j += 1
-                }
-                sessions = sessions.filter { ids.contains($0.id) }
-            } else {
-                return c.error(ReplyError.syntax)
+        if a.count == 4 && a.matches(2, "type") {
+            let type = a.string(3).lowercased()
+            guard ["normal", "master", "replica", "slave", "pubsub"].contains(type) else {
+                return c.error("ERR Unknown client type '\(a.string(3))'")
             }
+            sessions = sessions.filter { Self.type(of: $0) == (type == "slave" ? "replica" : type) }
+        } else if a.count > 3 && a.matches(2, "id") {
+            var byID: [Int: ClientSession] = [:]
+            for session in sessions { byID[session.id] = session }
+            sessions = []
+            for j in 3..<a.count {
+                guard let id = a.integer(j) else { return c.error("ERR Invalid client ID") }
+                if let session = byID[id] { sessions.append(session) }
+            }
+        } else if a.count != 2 {
+            return c.error(ReplyError.syntax)
         }
         let text = sessions.map { describe($0, server: c.server, now: c.now) + "\n" }.joined()
         c.reply.writeRESPVerbatim(text, c.version)
@@ -309,7 +310,9 @@ package enum ConnectionCommands {
             } else if a.matches(j, "laddr") {
                 localAddress = a.string(j + 1)
             } else if a.matches(j, "user") {
+                // The only user is `default` (requirepass is its password), as in Redis without ACL users.
                 user = a.string(j + 1)
+                guard user == "default" else { return c.error("ERR No such user '\(a.string(j + 1))'") }
             } else if a.matches(j, "type") {
                 let t = a.string(j + 1).lowercased()
                 guard ["normal", "master", "replica", "slave", "pubsub"].contains(t) else {
@@ -337,7 +340,6 @@ package enum ConnectionCommands {
             if let id, s.id != id { continue }
             if let address, s.remoteAddress != address { continue }
             if let localAddress, s.localAddress != localAddress { continue }
-            if let user, user != "default" { continue }
             if let type, Self.type(of: s) != (type == "slave" ? "replica" : type) { continue }
             if let maxAge, (c.now - s.createdAt) / 1000 < maxAge { continue }
             if skipMe && s === c.session { continue }

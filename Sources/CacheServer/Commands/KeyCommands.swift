@@ -28,8 +28,10 @@ package enum KeyCommands {
             let hash = c.hash(i)
             let shard = db.shard(for: hash)
             shard.lock.lock()
-            if shard.lookup(c.arguments[i], hash: hash, now: c.now) != nil { found += 1 }
+            let exists = shard.lookup(c.arguments[i], hash: hash, now: c.now) != nil
+            shard.countLookup(found: exists)
             shard.lock.unlock()
+            if exists { found += 1 }
         }
         c.integer(found)
     }
@@ -39,6 +41,7 @@ package enum KeyCommands {
         let shard = c.database.shard(for: hash)
         shard.lock.lock()
         let exists = shard.lookup(c.arguments[1], hash: hash, now: c.now) != nil
+        shard.countLookup(found: exists)
         shard.lock.unlock()
         if exists { c.simple("string") } else { c.simple("none") }
     }
@@ -119,6 +122,7 @@ package enum KeyCommands {
         let shard = c.database.shard(for: hash)
         shard.lock.lock()
         let found = shard.lookup(c.arguments[1], hash: hash, now: c.now).map { shard.entry(at: $0).expiry }
+        shard.countLookup(found: found != nil)
         shard.lock.unlock()
         guard let expiry = found else { return c.integer(-2) }
         guard let expiry else { return c.integer(-1) }

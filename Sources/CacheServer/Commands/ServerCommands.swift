@@ -13,27 +13,36 @@ package enum ServerCommands {
     }
 
     static func monitor(_ c: inout CommandContext) {
+        // As Redis: a connection that already monitors gets no second reply.
+        if c.session.isMonitor { return }
         c.session.isMonitor = true
         c.ok()
     }
 
     static func shutdown(_ c: inout CommandContext) {
         var request = ShutdownRequest(save: nil, now: false, force: false)
+        var (nosave, save, abort) = (false, false, false)
         for j in 1..<c.arguments.count {
             if c.arguments.matches(j, "nosave") {
-                request.save = false
+                nosave = true
             } else if c.arguments.matches(j, "save") {
-                request.save = true
+                save = true
             } else if c.arguments.matches(j, "now") {
                 request.now = true
             } else if c.arguments.matches(j, "force") {
                 request.force = true
-            } else if c.arguments.matches(j, "abort") && c.arguments.count == 2 {
-                return c.error("ERR No shutdown in progress.")
+            } else if c.arguments.matches(j, "abort") {
+                abort = true
             } else {
                 return c.error(ReplyError.syntax)
             }
         }
+        // As Redis: SAVE with NOSAVE, or ABORT with anything but ABORT, is a syntax error. A shutdown here
+        // either happens at once or fails, so there is never one in progress to abort.
+        let flagged = nosave || save || request.now || request.force
+        if (nosave && save) || (abort && flagged) { return c.error(ReplyError.syntax) }
+        if abort { return c.error("ERR No shutdown in progress.") }
+        if nosave { request.save = false } else if save { request.save = true }
         c.server.logger.notice("User requested shutdown...")
         // As Redis does, SHUTDOWN saves first when asked to or when save points are set, and stays up if that
         // fails (unless FORCE). The save runs here, on this client's event loop; once the listeners are closed
@@ -309,7 +318,9 @@ package enum ServerCommands {
             // FILTERBY is accepted only in its simplest form.
             if a.count > 2 && !(a.count == 5 && a.matches(2, "filterby")) { return c.error(ReplyError.syntax) }
             // As Redis 7.0 does, the list names subcommands too, as `container|subcommand`.
-            let specs = table.flatMap { spec in [(spec.name, spec)] + spec.subcommands.map { ("\(spec.name)|\($0.name)", $0) } }
+            let specs = table.flatMap { spec in
+                [(spec.name, spec)] + spec.listedSubcommands.map { ("\(spec.name)|\($0.name)", $0) }
+            }
             var names = specs.map(\.0)
             if a.count == 5 {
                 let value = a.string(4).lowercased()
@@ -333,12 +344,14 @@ package enum ServerCommands {
             }
             c.arrayHeader(a.count - 2)
             for j in 2..<a.count {
-                if let spec = c.server.commands.lookup(a[j]).map({ table[$0] }) { writeInfo(&c, spec) } else { c.null() }
+                if let (spec, parent) = namedSpec(a.string(j), table) { writeInfo(&c, spec, parent: parent) } else { c.null() }
             }
         } else if a.matches(1, "docs") {
-            let specs = a.count == 2 ? table : (2..<a.count).compactMap { c.server.commands.lookup(a[$0]).map { table[$0] } }
+            let specs = a.count == 2 ? table.map { ($0, nil) } : (2..<a.count).compactMap { namedSpec(a.string($0), table) }
             c.reply.writeRESPMapHeader(specs.count, c.version)
-            for spec in specs { writeDocs(&c, spec) }
+            for (spec, parent) in specs { writeDocs(&c, spec, parent: parent) }
+        } else if a.matches(1, "getkeys") && a.count >= 4 {
+            getKeys(&c, table)
         } else if a.matches(1, "help") && a.count == 2 {
             ConnectionCommands.help(&c, "COMMAND", [
                 "(no subcommand)", "    Return details about all Redis commands.",
@@ -352,10 +365,48 @@ package enum ServerCommands {
                 "    Return documentation details about multiple Redis commands.",
                 "    If no command names are given, documentation details for all",
                 "    commands are returned.",
+                "GETKEYS <full-command>",
+                "    Return the keys from a full Redis command.",
             ])
         } else {
             ConnectionCommands.subcommandError(&c)
         }
+    }
+
+    /// The spec COMMAND INFO and DOCS mean by `name`: a command, or a subcommand as `container|subcommand`
+    /// (with its container's name).
+    static func namedSpec(_ name: String, _ table: [CommandSpec]) -> (CommandSpec, String?)? {
+        let name = name.lowercased()
+        guard let bar = name.firstIndex(of: "|") else { return table.first { $0.name == name }.map { ($0, nil) } }
+        let container = String(name[..<bar])
+        let sub = name[name.index(after: bar)...]
+        guard let parent = table.first(where: { $0.name == container }),
+            let spec = parent.listedSubcommands.first(where: { $0.name == sub })
+        else { return nil }
+        return (spec, container)
+    }
+
+    /// COMMAND GETKEYS command [arg ...]: the keys of a full command, found as Redis 7.0 finds them (its key
+    /// positions), with its errors.
+    static func getKeys(_ c: inout CommandContext, _ table: [CommandSpec]) {
+        let a = c.arguments
+        let argc = a.count - 2
+        guard let index = c.server.commands.lookup(a[2]) else { return c.error("ERR Invalid command specified") }
+        var spec = table[index]
+        if !spec.subcommands.isEmpty && argc > 1 {
+            // A container names a subcommand, as in Redis's lookup; an unknown one is no command.
+            guard let sub = spec.listedSubcommands.first(where: { CommandTable.equalsLowercased(a[3], $0.name) }) else {
+                return c.error("ERR Invalid command specified")
+            }
+            spec = sub
+        }
+        guard spec.firstKey > 0 else { return c.error("ERR The command has no key arguments") }
+        guard spec.acceptsArgumentCount(argc) else { return c.error("ERR Invalid number of arguments specified for command") }
+        let last = spec.lastKey < 0 ? argc + spec.lastKey : spec.lastKey
+        guard spec.firstKey <= last, last < argc else { return c.error("ERR Invalid arguments specified for command") }
+        let positions = Array(stride(from: spec.firstKey, through: last, by: max(1, spec.keyStep)))
+        c.arrayHeader(positions.count)
+        for position in positions { c.bulk(a[position + 2]) }
     }
 
     /// One command's COMMAND INFO entry, in Redis 7's ten-field layout.
@@ -373,13 +424,15 @@ package enum ServerCommands {
         for category in spec.categories { c.reply.writeRESPSimpleString("@" + category) }
         c.arrayHeader(0)  // tips
         c.arrayHeader(0)  // key specifications
-        c.arrayHeader(spec.subcommands.count)
-        for sub in spec.subcommands { writeInfo(&c, sub, parent: spec.name) }
+        let subcommands = spec.listedSubcommands
+        c.arrayHeader(subcommands.count)
+        for sub in subcommands { writeInfo(&c, sub, parent: spec.name) }
     }
 
     static func writeDocs(_ c: inout CommandContext, _ spec: CommandSpec, parent: String? = nil) {
         c.bulk(parent.map { "\($0)|\(spec.name)" } ?? spec.name)
-        let hasSubcommands = !spec.subcommands.isEmpty
+        let subcommands = spec.listedSubcommands
+        let hasSubcommands = !subcommands.isEmpty
         c.reply.writeRESPMapHeader(hasSubcommands ? 5 : 4, c.version)
         c.bulk("summary")
         c.bulk(spec.summary)
@@ -391,8 +444,8 @@ package enum ServerCommands {
         c.bulk(spec.complexity)
         if hasSubcommands {
             c.bulk("subcommands")
-            c.reply.writeRESPMapHeader(spec.subcommands.count, c.version)
-            for sub in spec.subcommands { writeDocs(&c, sub, parent: spec.name) }
+            c.reply.writeRESPMapHeader(subcommands.count, c.version)
+            for sub in subcommands { writeDocs(&c, sub, parent: spec.name) }
         }
     }
 }

@@ -26,6 +26,7 @@ package enum StringCommands {
         let shard = c.database.shard(for: hash)
         shard.lock.lock()
         let length = shard.lookup(c.arguments[1], hash: hash, now: c.now).map { shard.entry(at: $0).value.count }
+        shard.countLookup(found: length != nil)
         shard.lock.unlock()
         c.integer(length ?? 0)
     }
@@ -189,9 +190,12 @@ package enum StringCommands {
         defer { shard.lock.unlock() }
         let existing = shard.lookup(key, hash: hash, now: c.now)
         if get {
+            // GETSET and SET ... GET read the old value, and count as a read (as in Redis).
             if let index = existing {
+                shard.countHit()
                 c.reply.writeRESPBulkString(shard.entry(at: index).value)
             } else {
+                shard.countMiss()
                 c.null()
             }
         }

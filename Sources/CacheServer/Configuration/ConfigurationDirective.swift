@@ -285,7 +285,9 @@ extension ConfigurationDirective {
     /// (or slave) and pubsub are accepted, and the normal class is enforced.
     static let clientOutputBufferLimitDirective = Self("client-output-buffer-limit", .runtime, arity: .list) {
         (configuration, arguments, _) throws(InvalidValue) in
-        guard !arguments.isEmpty, arguments.count.isMultiple(of: 4) else {
+        // An empty value changes nothing (as `CONFIG SET client-output-buffer-limit ""` in Redis).
+        guard !arguments.isEmpty else { return }
+        guard arguments.count.isMultiple(of: 4) else {
             throw InvalidValue(reason: "Wrong number of arguments in buffer limit configuration.")
         }
         var limits = configuration.clientOutputBufferLimits

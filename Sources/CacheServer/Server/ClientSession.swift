@@ -35,6 +35,8 @@ package final class ClientSession: @unchecked Sendable {
         package static let subscribed = Modes(rawValue: 1 << 1)
         /// CLIENT TRACKING is on.
         package static let tracking = Modes(rawValue: 1 << 2)
+        /// MONITOR is on: commands that touch the keyspace are refused.
+        package static let monitoring = Modes(rawValue: 1 << 3)
     }
 
     @exclusivity(unchecked) package private(set) var modes: Modes
@@ -51,7 +53,10 @@ package final class ClientSession: @unchecked Sendable {
     /// In MONITOR mode (read by the clients cron too, hence atomic).
     package var isMonitor: Bool {
         get { monitorFlag.load(ordering: .relaxed) }
-        set { monitorFlag.store(newValue, ordering: .relaxed) }
+        set {
+            monitorFlag.store(newValue, ordering: .relaxed)
+            if newValue { modes.insert(.monitoring) } else { modes.remove(.monitoring) }
+        }
     }
     private let monitorFlag = Atomic<Bool>(false)
 
@@ -111,15 +116,34 @@ package final class ClientSession: @unchecked Sendable {
         set { sharedLock.withLock { $0 = newValue } }
     }
 
-    /// Records a command about to run (for CLIENT LIST's `cmd`, `idle` and INFO's counters).
+    /// Records a request (for CLIENT LIST's `cmd` and `idle`): the command table's index of its command, or
+    /// nil for an unknown command (`cmd=NULL`, as in Redis).
     @inline(__always)
-    package func noteCommand(_ index: Int, now: Int64) {
-        lastCommand.store(index, ordering: .relaxed)
+    package func noteCommand(_ index: Int?, now: Int64) {
+        lastCommand.store(index.map { $0 << 8 } ?? -1, ordering: .relaxed)
         lastInteraction.store(now, ordering: .relaxed)
+    }
+
+    /// Records the subcommand of a container command (CLIENT, CONFIG...): its index among the container's
+    /// subcommands, or nil when there is no such subcommand (`cmd=NULL`, as in Redis).
+    package func noteSubcommand(_ subcommand: Int?, of index: Int) {
+        lastCommand.store(subcommand.map { index << 8 | ($0 + 1) } ?? -1, ordering: .relaxed)
+    }
+
+    /// Counts a command that runs (INFO's `total_commands_processed`; refused ones do not count, as in Redis).
+    @inline(__always)
+    package func countCommand() {
         commands.store(commands.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
     }
 
-    package var lastCommandIndex: Int { lastCommand.load(ordering: .relaxed) }
+    /// The last command: its index in the command table and, for a subcommand, its index among its
+    /// container's subcommands; nil after an unknown command or before the first one.
+    package var lastCommandIndex: (command: Int, subcommand: Int?)? {
+        let value = lastCommand.load(ordering: .relaxed)
+        guard value >= 0 else { return nil }
+        let sub = value & 0xff
+        return (value >> 8, sub == 0 ? nil : sub - 1)
+    }
     package var lastInteractionTime: Int64 { lastInteraction.load(ordering: .relaxed) }
     package var commandsProcessed: Int { commands.load(ordering: .relaxed) }
 

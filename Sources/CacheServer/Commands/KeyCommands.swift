@@ -339,7 +339,9 @@ package enum KeyCommands {
     /// A cursor as Redis 7.0's `parseScanCursorOrReply` reads it with `strtoul`: the empty string is 0, an
     /// optional sign is accepted (a minus wraps the value around, so `-1` is the largest cursor), and leading
     /// space, trailing junk or a value beyond 64 bits make it invalid.
-    static func parseCursor(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
+    static func parseCursor(_ whole: UnsafeRawBufferPointer) -> UInt64? {
+        // Redis reads the cursor as a C string: it ends at the first NUL byte.
+        let bytes = UnsafeRawBufferPointer(rebasing: whole[..<(whole.firstIndex(of: 0) ?? whole.count)])
         var i = 0
         var negative = false
         if let first = bytes.first {

@@ -18,20 +18,25 @@ package enum PubSubCommands {
             c.session.updateSubscriptions { channels, patternSet in
                 added = patterns ? patternSet.insert(name).inserted : channels.insert(name).inserted
             }
-            if added { c.server.pubsub.add(c.session, to: name, isPattern: patterns) }
+            if added {
+                if patterns { c.session.notePatternSubscribed(name) }
+                c.server.pubsub.add(c.session, to: name, isPattern: patterns)
+            }
             confirm(&c, patterns ? "psubscribe" : "subscribe", name)
         }
     }
 
-    /// With names, one confirmation for each; without, one for each subscription the client had (in byte
-    /// order), or a single one with a null name when it had none.
+    /// With names, one confirmation for each; without, one for each subscription the client had (patterns in
+    /// the order subscribed, as Redis 7.0; channels, which Redis keeps unordered, in byte order), or a single
+    /// one with a null name when it had none.
     static func unsubscribeGeneric(_ c: inout CommandContext, patterns: Bool) {
         let kind: StaticString = patterns ? "punsubscribe" : "unsubscribe"
         var names: [[UInt8]]
         if c.arguments.count > 1 {
             names = (1..<c.arguments.count).map { c.arguments.bytes($0) }
         } else {
-            names = Array(patterns ? c.session.patterns : c.session.channels).sorted { $0.lexicographicallyPrecedes($1) }
+            names = patterns
+                ? c.session.patternsInOrder : Array(c.session.channels).sorted { $0.lexicographicallyPrecedes($1) }
             if names.isEmpty {
                 confirm(&c, kind, nil)
                 return
@@ -43,6 +48,7 @@ package enum PubSubCommands {
                 removed = (patterns ? patternSet.remove(name) : channels.remove(name)) != nil
             }
             if removed {
+                if patterns { c.session.notePatternUnsubscribed(name) }
                 c.server.pubsub.remove(c.session.id, channels: patterns ? [] : [name], patterns: patterns ? [name] : [])
             }
             confirm(&c, kind, name)

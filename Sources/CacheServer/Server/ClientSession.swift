@@ -165,7 +165,18 @@ package final class ClientSession: @unchecked Sendable {
     /// Channels and patterns this client is subscribed to.
     package private(set) var channels = Set<[UInt8]>()
     package private(set) var patterns = Set<[UInt8]>()
+    /// The patterns in the order they were subscribed to (PUNSUBSCRIBE without arguments answers in that
+    /// order, as Redis 7.0 does).
+    package private(set) var patternsInOrder: [[UInt8]] = []
     private let subscriptionCounts = Atomic<Int>(0)
+
+    /// Records a pattern subscribed to (after ``updateSubscriptions(_:)`` added it).
+    package func notePatternSubscribed(_ pattern: [UInt8]) { patternsInOrder.append(pattern) }
+
+    /// Records a pattern unsubscribed from (after ``updateSubscriptions(_:)`` removed it).
+    package func notePatternUnsubscribed(_ pattern: [UInt8]) {
+        if let index = patternsInOrder.firstIndex(of: pattern) { patternsInOrder.remove(at: index) }
+    }
 
     /// Records a change of subscriptions (the registry holds the other side).
     package func updateSubscriptions(_ body: (inout Set<[UInt8]>, inout Set<[UInt8]>) -> Void) {

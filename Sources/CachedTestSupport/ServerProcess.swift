@@ -182,6 +182,12 @@ public final class ServerProcess: @unchecked Sendable {
 
     /// What the server wrote to stderr, over all its runs. Reading it to the end needs the server gone, so a
     /// server still running is stopped first.
+    /// What the server has written to standard error so far, while it keeps running.
+    public func standardErrorSoFar() -> String {
+        String(decoding: stderr.data, as: UTF8.self)
+    }
+
+    /// Stops the server (if it still runs) and returns everything it wrote to standard error.
     public func standardError() -> String {
         stop()
         stderr.waitForEnd(timeout: 10)

@@ -104,8 +104,10 @@ struct CachedServer: AsyncParsableCommand {
         if files.fatal { throw ExitCode.failure }
         configuration.maxClients = files.maxClients
 
+        let pidFile = PidFile(path: configuration.pidFile, logger: logger)
+        defer { pidFile.remove() }
         do {
-            try await runServer(configuration: configuration, logger: logger)
+            try await runServer(configuration: configuration, logger: logger, logOutput: output)
         } catch let error as ListenError {
             logger.critical("\(error)")
             throw ExitCode.failure
@@ -133,7 +135,12 @@ struct CachedServer: AsyncParsableCommand {
     }
 }
 
-/// Writes `text` to standard error, for messages printed before logging is set up.
+/// Writes `text` to standard error, for the errors printed before logging is set up (a bad config file, a
+/// log file that cannot be opened). Under systemd every line carries the `err` priority, so that
+/// `journalctl -p warning` shows why the service did not start.
 func writeToStandardError(_ text: String) {
-    LogOutput.standardError.write(text)
+    guard LogOutput.standardError.isJournal else { return LogOutput.standardError.write(text) }
+    var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+    if lines.last?.isEmpty == true { lines.removeLast() }
+    LogOutput.standardError.write(lines.map { "<\(LineLogHandler.syslogPriority(.error))>\($0)\n" }.joined())
 }

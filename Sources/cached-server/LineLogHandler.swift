@@ -19,10 +19,13 @@ final class LogOutput: Sendable {
     /// Whether lines are formatted for journald: written to standard error, which is
     /// not a terminal, with `JOURNAL_STREAM` set by systemd.
     let isJournal: Bool
+    /// The log file, or nil for standard error.
+    let path: String?
 
-    private init(descriptor: Int32, isJournal: Bool) {
+    private init(descriptor: Int32, isJournal: Bool, path: String? = nil) {
         self.descriptor = descriptor
         self.isJournal = isJournal
+        self.path = path
     }
 
     /// Opens `path` for appending, or uses standard error when `path` is empty.
@@ -31,9 +34,24 @@ final class LogOutput: Sendable {
             self.init(descriptor: Self.standardError.descriptor, isJournal: Self.standardError.isJournal)
             return
         }
+        self.init(descriptor: try Self.openForAppending(path), isJournal: false, path: path)
+    }
+
+    private static func openForAppending(_ path: String) throws(LogFileError) -> Int32 {
         let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw LogFileError(reason: String(cString: strerror(errno))) }
-        self.init(descriptor: descriptor, isJournal: false)
+        return descriptor
+    }
+
+    /// Opens the log file again by its path (after logrotate moved it away): later lines go to the file now
+    /// at that path. The descriptor keeps its number, so a line being written meanwhile goes to one file or
+    /// the other, whole. Does nothing for standard error.
+    func reopen() throws(LogFileError) {
+        guard let path else { return }
+        let fresh = try Self.openForAppending(path)
+        defer { close(fresh) }
+        guard dup2(fresh, descriptor) >= 0 else { throw LogFileError(reason: String(cString: strerror(errno))) }
+        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)  // dup2 does not carry the flag over
     }
 
     /// Writes `text` with as few `write` calls as possible, so that whole lines from

@@ -10,8 +10,8 @@ import Glibc
 /// Runs the server with `configuration` until SIGTERM, SIGINT or SHUTDOWN stops it.
 ///
 /// The first SIGTERM or SIGINT shuts down gracefully (stop accepting, answer what is in flight, close,
-/// exit 0); a second one exits at once.
-func runServer(configuration: ServerConfiguration, logger: Logger) async throws {
+/// exit 0); a second one exits at once. SIGHUP reopens the log file (see ``SignalHandlers``).
+func runServer(configuration: ServerConfiguration, logger: Logger, logOutput: LogOutput) async throws {
     let service = CacheServerService(
         configuration: configuration, logger: logger, systemd: SystemdNotifier.fromEnvironment())
     let group = ServiceGroup(
@@ -19,29 +19,52 @@ func runServer(configuration: ServerConfiguration, logger: Logger) async throws 
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
-    let impatience = SecondSignalExit(logger: logger)
-    defer { withExtendedLifetime(impatience) {} }
+    let handlers = SignalHandlers(logger: logger, logOutput: logOutput)
+    defer { withExtendedLifetime(handlers) {} }
     try await group.run()
 }
 
-/// Exits the process on the second SIGTERM/SIGINT, for an operator who does not want to wait.
-final class SecondSignalExit {
+/// What the daemon does on signals besides the graceful shutdown the service group runs on SIGTERM/SIGINT:
+/// it logs the first one (as Redis does), exits at once on the second, for an operator who does not want to
+/// wait, and on SIGHUP reopens the log file, so that logrotate can move it away and signal (Redis ignores
+/// SIGHUP; its default action would kill the process, unsaved data and all).
+final class SignalHandlers {
     private let sources: [any DispatchSourceSignal]
 
-    init(logger: Logger) {
+    init(logger: Logger, logOutput: LogOutput) {
         let queue = DispatchQueue(label: "cached-server.signals")
         let seen = SignalCounter()
-        sources = [SIGTERM, SIGINT].map { number in
+        var sources = [SIGTERM, SIGINT].map { number in
             let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            let name = number == SIGTERM ? "SIGTERM" : "SIGINT"
             source.setEventHandler {
                 if seen.increment() >= 2 {
                     logger.warning("Second signal received: exiting now")
                     _exit(1)
                 }
+                logger.notice("Received \(name), scheduling shutdown...")
             }
             source.resume()
             return source
         }
+        // A signal source only sees the signal once its default action (termination) is off.
+        signal(SIGHUP, SIG_IGN)
+        let hangUp = DispatchSource.makeSignalSource(signal: SIGHUP, queue: queue)
+        hangUp.setEventHandler {
+            guard let path = logOutput.path else {
+                return logger.notice("Received SIGHUP: nothing to do (logging to standard error)")
+            }
+            do {
+                try logOutput.reopen()
+                logger.notice("Received SIGHUP: log file reopened", metadata: ["file": "\(path)"])
+            } catch {
+                logger.warning("Received SIGHUP: could not reopen the log file, still writing to the old one",
+                               metadata: ["file": "\(path)", "error": "\(error)"])
+            }
+        }
+        hangUp.resume()
+        sources.append(hangUp)
+        self.sources = sources
     }
 }
 

@@ -104,9 +104,10 @@ struct ConfigurationGetTests {
         #expect(configGet(ServerConfiguration(), "nosuch", "zz*").isEmpty)
     }
 
-    @Test("* lists every directive")
+    @Test("* lists every directive but rename-command, which Redis does not keep as a parameter either")
     func everything() {
-        #expect(ServerConfiguration().configGet(["*"]).map(\.name) == ServerConfiguration.directiveNames)
+        #expect(ServerConfiguration().configGet(["*"]).map(\.name) == ServerConfiguration.directiveNames.filter { $0 != "rename-command" })
+        #expect(configGet(ServerConfiguration(), "rename-command").isEmpty)
     }
 }
 

@@ -33,6 +33,28 @@ struct DaemonLifecycleTests {
         #expect(log.split(separator: "\n").last?.contains("ready to exit") == true, "\(log)")
     }
 
+    @Test("pidfile holds the pid while the server runs and goes at exit; after logrotate moves the log file away and sends SIGHUP, the server keeps serving and logs to a new file at the path", arguments: kinds)
+    func pidFileAndLogRotation(_ kind: ServerProcess.Kind) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cached-rotate-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let log = directory.appendingPathComponent("server.log"), pid = directory.appendingPathComponent("server.pid")
+        let server = try ServerProcess.start(kind, arguments: ["--logfile", log.path, "--pidfile", pid.path])
+        defer { server.stop() }
+        #expect(try String(contentsOf: pid, encoding: .utf8) == "\(server.pid)\n")
+
+        try FileManager.default.moveItem(at: log, to: directory.appendingPathComponent("server.log.1"))
+        server.send(signal: SIGHUP)
+        try poll("the server to answer after SIGHUP") { try server.connect().command("PING") == .status("PONG") }
+        #expect(server.isRunning)
+
+        server.send(signal: SIGTERM)
+        #expect(server.waitForExit(timeout: 10) == 0)
+        let fresh = try String(contentsOf: log, encoding: .utf8)
+        #expect(fresh.contains("ready to exit"), "the lines after the rotation are in the new file: \(fresh)")
+        #expect(!FileManager.default.fileExists(atPath: pid.path), "the pid file is removed at exit")
+    }
+
     @Test("cached-server's stderr: one line per event, `<ISO 8601 time> <level> cached-server: <message>`")
     func logLines() throws {
         let server = try ServerProcess.start(.cached)
@@ -176,6 +198,52 @@ struct DaemonLifecycleTests {
         #expect(out.status == 1, "\(out.summary)")
         #expect(out.standardError.contains("*** FATAL CONFIG FILE ERROR"), "\(out.summary)")
         #expect(out.standardError.contains("at line 2\n>>> 'no-such-directive 12'\nBad directive"), "\(out.summary)")
+    }
+
+    @Test("under systemd (JOURNAL_STREAM set, stderr not a terminal) each line starts with its journald priority, config errors too")
+    func journaldPriorities() throws {
+        let journal = ["JOURNAL_STREAM": "8:12345"]
+        let server = try ServerProcess.start(.cached, environment: journal)
+        server.send(signal: SIGTERM)
+        #expect(server.waitForExit(timeout: 10) == 0)
+        let lines = server.standardError().split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("<5>cached-server: Ready to accept connections") }, "\(lines)")
+        for line in lines { #expect(line.wholeMatch(of: try Regex(#"<[0-7]>cached-server: \S.*"#)) != nil, "\(line)") }
+
+        let refused = try ServerProcess.launch(.cached, arguments: ["--port", "0", "--no-such-directive", "12"], environment: journal)
+        #expect(refused.waitForExit(timeout: 10) == 1)
+        let errors = refused.standardError().split(separator: "\n").map(String.init)
+        #expect(errors.contains { $0.hasPrefix("<3>*** FATAL CONFIG FILE ERROR") }, "\(errors)")
+        #expect(!errors.isEmpty && errors.allSatisfy { $0.hasPrefix("<3>") }, "every line of the error has the err priority: \(errors)")
+    }
+
+    @Test("started with a config file: INFO names it (config_file), and CONFIG REWRITE says it does not rewrite it")
+    func configFileInInfoAndRewrite() throws {
+        let server = try ServerProcess.start(.cached, config: .file(contents: "hz 10\n"))
+        defer { server.stop() }
+        let connection = try server.connect()
+        let file = server.directory.appendingPathComponent("server.conf").path
+
+        let info = try #require(try connection.command("INFO", "server").text)
+        #expect(info.contains("config_file:\(file)\r\n"), "\(info)")
+        #expect(try connection.command("CONFIG", "REWRITE")
+            == .error("ERR CONFIG REWRITE is not supported by this server: make the change in \(file) too"))
+    }
+
+    @Test("a maxmemory below what an idle server uses is warned about, at start and on CONFIG SET")
+    func maxMemoryTooSmall() throws {
+        let server = try ServerProcess.start(.cached, arguments: ["--maxmemory", "1mb"])
+        defer { server.stop() }
+        let warning = "maxmemory is below the memory the server uses without its keys"
+        try poll("the warning at start") { server.standardErrorSoFar().contains(warning) }
+        let connection = try server.connect()
+        #expect(try connection.command("SET", "k", "v") == .error("OOM command not allowed when used memory > 'maxmemory'."))
+
+        #expect(try connection.command("CONFIG", "SET", "maxmemory", "1gb") == .status("OK"))
+        #expect(try connection.command("SET", "k", "v") == .status("OK"))
+        #expect(server.standardErrorSoFar().components(separatedBy: warning).count == 2, "no warning for a limit that fits")
+        #expect(try connection.command("CONFIG", "SET", "maxmemory", "100kb") == .status("OK"))
+        try poll("the warning on CONFIG SET") { server.standardErrorSoFar().components(separatedBy: warning).count == 3 }
     }
 
     @Test("an unknown directive as a flag: exit 1, quoting the flag", arguments: kinds)

@@ -19,14 +19,17 @@ package enum ConfigCommands {
             let changes = stride(from: 2, to: a.count, by: 2).map { (name: a.string($0), value: a.string($0 + 1)) }
             do throws(ConfigurationDirectiveError) {
                 let logger = c.server.logger
+                var previousMaxMemory: UInt64 = 0
                 try c.server.updateConfiguration { config throws(ConfigurationDirectiveError) in
                     var updated = config
                     try updated.configSet(changes)
                     if updated.maxClients > config.maxClients {
                         try raiseOpenFilesLimit(for: updated.maxClients, logger: logger)
                     }
+                    previousMaxMemory = config.maxMemory
                     config = updated
                 }
+                if c.server.config.maxMemory != previousMaxMemory { c.server.warnIfMaxMemoryTooSmall() }
                 c.ok()
             } catch {
                 c.error(error.configSetReply)
@@ -35,7 +38,9 @@ package enum ConfigCommands {
             ServerCommands.resetStatistics(c.server)
             c.ok()
         } else if a.matches(1, "rewrite") && a.count == 2 {
-            c.error("ERR The server is running without a config file")
+            let file = c.server.config.configFile
+            if file.isEmpty { return c.error("ERR The server is running without a config file") }
+            c.error("ERR CONFIG REWRITE is not supported by this server: make the change in \(file) too")
         } else if a.matches(1, "help") && a.count == 2 {
             ConnectionCommands.help(&c, "CONFIG", [
                 "GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
@@ -52,13 +57,18 @@ package enum ConfigCommands {
     /// change (naming the most the system allows) when it cannot.
     private static func raiseOpenFilesLimit(for maxClients: Int, logger: Logger) throws(ConfigurationDirectiveError) {
         let outcome = OpenFilesLimit.adjust(maxClients: maxClients)
-        for message in outcome.messages {
-            if outcome.raised { logger.notice("\(message)") } else { logger.warning("\(message)") }
-        }
         guard outcome.maxClients >= maxClients else {
+            // The startup messages ("maxclients has been reduced to ...") would not be true here: the change is
+            // refused and the previous value stays.
+            logger.warning(
+                "CONFIG SET maxclients refused: the system allows open files for at most \(outcome.maxClients) clients; keeping the previous settings",
+                metadata: ["requested": "\(maxClients)"])
             throw .invalidValue(
                 directive: "maxclients",
                 reason: "The operating system is not able to handle the specified number of clients, try with \(outcome.maxClients)")
+        }
+        for message in outcome.messages {
+            if outcome.raised { logger.notice("\(message)") } else { logger.warning("\(message)") }
         }
     }
 }

@@ -138,6 +138,7 @@ package enum ServerCommands {
                 "configured_hz:\(config.hz)",
                 "io_threads_active:\(config.ioThreads > 1 ? 1 : 0)",
                 "executable:\(CommandLine.arguments.first ?? "")",
+                "config_file:\(config.configFile)",
             ]
         case "clients":
             lines = [

@@ -90,6 +90,9 @@ package struct ConfigurationDirective: Sendable {
     package let mutability: Mutability
     /// How many arguments it takes.
     package let arity: Arity
+    /// Whether CONFIG GET and CONFIG SET know it: false for a config-file-only line that Redis does not keep
+    /// as a parameter either (`rename-command`).
+    package private(set) var isParameter = true
     let assign: @Sendable (inout ServerConfiguration, [String], ConfigurationApplyMode) throws(InvalidValue) -> Void
     let format: @Sendable (ServerConfiguration) -> String
 
@@ -108,6 +111,13 @@ package struct ConfigurationDirective: Sendable {
         self.arity = arity
         self.assign = assign
         self.format = format
+    }
+
+    /// The directive as one that only config files and flags use (see ``isParameter``).
+    func fileOnly() -> Self {
+        var copy = self
+        copy.isParameter = false
+        return copy
     }
 
     /// Sets this directive in `configuration` from its arguments.
@@ -246,7 +256,7 @@ extension ConfigurationDirective {
         .integer("tracking-table-max-keys", .runtime, \.trackingTableMaxKeys, in: 0...Int.max),
         requirePassDirective,
         clientOutputBufferLimitDirective,
-        renameCommandDirective,
+        renameCommandDirective.fileOnly(),
         .boolean("protected-mode", .runtime, \.protectedMode),
         .integer("io-threads", .startupOnly, \.ioThreads, in: 1...128),
         // Not a Redis directive: Redis's event loop sleeps as soon as it has nothing to do.

@@ -1,3 +1,4 @@
+import Foundation
 /// The command line of `cached-server`, split into a config file and directive flags,
 /// following redis-server's rules:
 ///
@@ -141,6 +142,10 @@ extension ServerConfiguration {
         }
         lines += try ConfigurationFile.expandingIncludes(overrides)
         var configuration = ServerConfiguration()
+        if let configFile {
+            configuration.configFile = configFile.hasPrefix("/")
+                ? configFile : FileManager.default.currentDirectoryPath + "/" + configFile
+        }
         for line in lines {
             do {
                 try configuration.apply(directive: line.directive, arguments: line.arguments, mode: .startup)

@@ -37,7 +37,7 @@ extension ServerConfiguration {
         var directives: [ConfigurationDirective] = []
         var seen: Set<String> = []
         for (name, _) in changes {
-            guard let directive = ConfigurationDirective.named(name) else {
+            guard let directive = ConfigurationDirective.named(name), directive.isParameter else {
                 throw .unknownDirective(name)
             }
             switch directive.mutability {
@@ -82,13 +82,13 @@ extension ServerConfiguration {
             let isGlob = pattern.utf8.contains { $0 == UInt8(ascii: "*") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "[") }
             if !isGlob {
                 guard !reported.contains(pattern.lowercased()),
-                    let directive = ConfigurationDirective.named(pattern)
+                    let directive = ConfigurationDirective.named(pattern), directive.isParameter
                 else { continue }
                 reported.insert(pattern.lowercased())
                 result.append((pattern, directive.render(self)))
                 continue
             }
-            for directive in ConfigurationDirective.all {
+            for directive in ConfigurationDirective.all where directive.isParameter {
                 for name in [directive.name] + directive.aliases
                 where !reported.contains(directive.name) && !reported.contains(name)
                     && Glob.matches(pattern: pattern, subject: name, caseInsensitive: true)

@@ -140,6 +140,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// File to write the process id to; empty for none (`pidfile`).
     public var pidFile: String = ""
 
+    /// The config file the server started with, as an absolute path; empty when there was none (INFO's
+    /// `config_file`). Not a directive.
+    public var configFile: String = ""
+
     /// File to append the log to; empty means standard error (`logfile`).
     public var logFile: String = ""
 

@@ -91,6 +91,19 @@ package final class ServerState: Sendable {
         return (parser, config.clientQueryBufferLimit, config.clientOutputBufferLimits)
     }
 
+    /// Warns when `maxmemory` is below what the server's heap holds besides the keys: then no write fits,
+    /// whatever the policy (an idle server uses a few megabytes; Redis about one). At start and after CONFIG SET.
+    package func warnIfMaxMemoryTooSmall() {
+        let limit = config.maxMemory
+        guard limit > 0 else { return }
+        let dataset = keyspace.usedBytes
+        let overhead = EntryMemory.overheadBytes(datasetBytes: dataset, statistics: AllocatorStatistics.current())
+        guard UInt64(clamping: overhead) >= limit else { return }
+        logger.warning(
+            "maxmemory is below the memory the server uses without its keys: every write that needs memory will be refused until it is raised",
+            metadata: ["maxmemory": "\(limit)", "used_without_keys": "\(overhead)"])
+    }
+
     /// Installs what SHUTDOWN calls.
     package func onShutdownRequest(_ hook: @escaping @Sendable (ShutdownRequest) -> Void) {
         shutdownHook.withLock { $0 = hook }

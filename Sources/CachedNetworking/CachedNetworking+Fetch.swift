@@ -257,7 +257,11 @@ extension CachedNetworking {
         fetchReason: String
     ) async -> FlightResult {
         metrics.originFetch(fetchReason)
-        let forward: CacheStatus.ForwardReason = decision.isFresh ? .request : .stale
+        // `fwd=request` only when the request's directives sent a fresh response to the origin; a response that
+        // must be validated before every use (`no-cache`) is validated as a stale one is.
+        let prepared = found.prepared
+        let byResponse = prepared.directives.requiresValidationBeforeUse && prepared.info.lifetimeOverride == nil
+        let forward: CacheStatus.ForwardReason = decision.isFresh && !byResponse ? .request : .stale
         let conditional = Validation.conditionalRequest(for: context.request, stored: found.entry.response.headerFields) ?? context.request
         let fetched: (HTTPTransportResponse, Date, Date)
         do {

@@ -151,7 +151,10 @@ public final class CachedNetworking: Sendable {
             if decision.action == .serveStaleWhileRevalidating {
                 metrics.hits.increment()
                 metrics.staleServed("stale_while_revalidate")
-                scheduleRefresh(found, context: context, lookup: lookup ?? Lookup(found: found))
+                // only-if-cached (returnCacheDataDontLoad) never reaches the origin, not even in the background.
+                if !directives.onlyIfCached {
+                    scheduleRefresh(found, context: context, lookup: lookup ?? Lookup(found: found))
+                }
                 return serveStored(found, method: context.method, decision: decision, source: .stale, at: now)
             }
             if directives.onlyIfCached { return gatewayTimeout(context) }
@@ -464,9 +467,15 @@ public final class CachedNetworking: Sendable {
     func send(_ request: HTTPRequest, body: ByteBuffer?) async throws(CachedNetworkingError) -> (HTTPTransportResponse, Date, Date) {
         let requestTime = now()
         do {
-            let response = try await transport.send(request, body: body)
+            var response = try await transport.send(request, body: body)
             metrics.originBytes(response.body.readableBytes)
-            return (response, requestTime, now())
+            let responseTime = now()
+            // A response without Date gets the time it was received, as RFC 9110 §6.6.1 asks of a recipient that
+            // caches or forwards it.
+            if response.response.headerFields[.date] == nil {
+                response.response.headerFields[.date] = HTTPDate.format(responseTime)
+            }
+            return (response, requestTime, responseTime)
         } catch let error as CachedNetworkingError {
             throw error
         } catch {

@@ -77,11 +77,11 @@ public struct ReuseDecision: Sendable, Hashable {
 
     /// Decides how to use `stored` for a request with `requestDirectives` at `now`, as a shared cache.
     ///
-    /// Order of the rules: a request `no-cache` or an unqualified response `no-cache` always validates;
-    /// a fresh response is served unless the request's `max-age` or `min-fresh` rule it out; a stale response
-    /// is served when the request's `max-stale` accepts it, or with a background revalidation inside
-    /// `stale-while-revalidate`, unless `must-revalidate`, `proxy-revalidate` or `s-maxage` forbid serving
-    /// it stale; everything else validates.
+    /// Order of the rules: a request `no-cache` or an unqualified response `no-cache` always validates (and
+    /// then allows no `stale-if-error`); a fresh response is served unless the request's `max-age` or
+    /// `min-fresh` rule it out; a stale response is served when the request's `max-stale` accepts it, or with a
+    /// background revalidation inside `stale-while-revalidate` (not to a request with `min-fresh`), unless
+    /// `must-revalidate`, `proxy-revalidate` or `s-maxage` forbid serving it stale; everything else validates.
     /// - Parameters:
     ///   - stored: The stored response.
     ///   - requestDirectives: The request's `Cache-Control`.
@@ -114,8 +114,13 @@ public struct ReuseDecision: Sendable, Hashable {
         let staleness = max(0, age - lifetime.seconds)
         let fresh = lifetime.seconds > age
         let revalidateWhenStale = directives.requiresRevalidationWhenStale
+        // An unqualified `no-cache` allows no use without a successful validation (RFC 9111 §5.2.2.4), so not
+        // after a failed one either, whatever `stale-if-error` says; unless configuration overrides the
+        // origin's lifetime.
+        let validateBeforeUse = directives.requiresValidationBeforeUse && stored.lifetimeOverride == nil
         let errorWindow = max(directives.staleIfError ?? -1, requestDirectives.staleIfError ?? -1)
-        let staleIfError = !(revalidateWhenStale && !fresh) && errorWindow >= 0 && staleness <= errorWindow
+        let staleIfError =
+            !validateBeforeUse && !(revalidateWhenStale && !fresh) && errorWindow >= 0 && staleness <= errorWindow
         var omitted: Set<String> = []
         if case .fields(let names) = directives.noCache, stored.lifetimeOverride == nil { omitted = names }
 
@@ -129,9 +134,7 @@ public struct ReuseDecision: Sendable, Hashable {
             )
         }
 
-        let alwaysValidate =
-            requestDirectives.noCache || (directives.requiresValidationBeforeUse && stored.lifetimeOverride == nil)
-        if alwaysValidate { return decision(.validate) }
+        if requestDirectives.noCache || validateBeforeUse { return decision(.validate) }
         if let maxAge = requestDirectives.maxAge, age > maxAge { return decision(.validate) }
         if fresh {
             if let minFresh = requestDirectives.minFresh, lifetime.seconds - age < minFresh {
@@ -143,7 +146,8 @@ public struct ReuseDecision: Sendable, Hashable {
         if let maxStale = requestDirectives.maxStale, maxStale.allows(staleness: staleness) {
             return decision(.serveStale)
         }
-        if let window = directives.staleWhileRevalidate, staleness <= window {
+        // A request's `min-fresh` asks for a response fresh for a while yet: a stale one never qualifies.
+        if let window = directives.staleWhileRevalidate, staleness <= window, requestDirectives.minFresh == nil {
             return decision(.serveStaleWhileRevalidating)
         }
         return decision(.validate)

@@ -21,6 +21,11 @@ public struct CachingRules: Sendable, Hashable {
 
 /// Status codes that are heuristically cacheable (RFC 9110 §15.1): storable without explicit freshness.
 /// (206 is heuristically cacheable too, but this cache does not store partial content.)
+/// The final status codes whose caching rules this cache implements, for `must-understand` (RFC 9111 §3): those
+/// RFC 9110 defines, but 206 (partial responses are not stored) and 304 (it updates a stored response).
+public let understoodStatusCodes: Set<Int> = Set([200, 201, 202, 203, 204, 205])
+    .union(300...303).union([305, 307, 308]).union(400...417).union([421, 422, 426]).union(500...505)
+
 public let heuristicallyCacheableStatusCodes: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
 
 /// Whether a response may be stored by a shared cache, and why not.
@@ -118,12 +123,16 @@ public struct StorageDecision: Sendable, Hashable, CustomStringConvertible {
         let code = response.status.code
         guard code >= 200 else { return StorageDecision(reason: .statusNotFinal) }
         if requestDirectives.noStore { return StorageDecision(reason: .requestNoStore) }
-        let understood = code != 206 && code != 304
-        // must-understand overrides no-store for a status code the cache understands (RFC 9111 §5.2.2.3).
-        if directives.noStore && !(directives.mustUnderstand && understood) {
-            return StorageDecision(reason: .responseNoStore)
+        if directives.mustUnderstand {
+            // With must-understand, only a status code whose caching rules the cache implements is stored, and
+            // then no-store gives way (RFC 9111 §3, §5.2.2.3).
+            guard understoodStatusCodes.contains(code) else {
+                return StorageDecision(reason: directives.noStore ? .responseNoStore : .statusNotUnderstood)
+            }
+        } else {
+            if directives.noStore { return StorageDecision(reason: .responseNoStore) }
+            guard code != 206 && code != 304 else { return StorageDecision(reason: .statusNotUnderstood) }
         }
-        guard understood else { return StorageDecision(reason: .statusNotUnderstood) }
         if directives.private != nil { return StorageDecision(reason: .privateResponse) }
         if request.headerFields[.authorization] != nil
             && !(directives.mustRevalidate || directives.public || directives.sharedMaxAge != nil)

@@ -113,6 +113,24 @@ struct ReuseDecisionTests {
         #expect(!decide("max-age=60, must-revalidate, stale-if-error=30", after: 80).staleIfErrorAllowed)
     }
 
+    @Test("an unqualified no-cache forbids stale-if-error, the response's or the request's, fresh or stale")
+    func noCacheForbidsStaleIfError() {
+        #expect(!decide("no-cache, max-age=60, stale-if-error=60", after: 10).staleIfErrorAllowed)
+        #expect(!decide("no-cache, stale-if-error=60", after: 10).staleIfErrorAllowed)
+        #expect(!decide("no-cache, max-age=60", after: 10, request: "stale-if-error=60").staleIfErrorAllowed)
+        // A qualified no-cache only leaves fields out: stale-if-error still applies.
+        #expect(decide("no-cache=\"set-cookie\", max-age=60, stale-if-error=60", after: 80).staleIfErrorAllowed)
+        // A configured lifetime replaces the origin's rules, no-cache included.
+        #expect(decide("no-cache, stale-if-error=60", after: 40, override: 30).staleIfErrorAllowed)
+    }
+
+    @Test("a request's min-fresh is not met by a stale response, even inside stale-while-revalidate")
+    func minFreshAndStaleWhileRevalidate() {
+        #expect(decide("max-age=60, stale-while-revalidate=60", after: 70).action == .serveStaleWhileRevalidating)
+        #expect(decide("max-age=60, stale-while-revalidate=60", after: 70, request: "min-fresh=1").action == .validate)
+        #expect(decide("max-age=60, stale-while-revalidate=60", after: 70, request: "min-fresh=0").action == .validate)
+    }
+
     @Test("a configured lifetime override makes a no-cache response fresh for that long")
     func override() {
         #expect(decide("no-cache", after: 10, override: 30).action == .serveFresh)

@@ -63,6 +63,15 @@ struct StorabilityTests {
         #expect(decide(response(206, [("Cache-Control", "must-understand, no-store")])) == .responseNoStore)
     }
 
+    @Test("must-understand with a status code the cache does not implement: never stored, no-store or not",
+          arguments: [226, 299, 425, 599])
+    func mustUnderstandUnknownStatus(code: Int) {
+        #expect(decide(response(code, [("Cache-Control", "must-understand, no-store, max-age=60")])) == .responseNoStore)
+        #expect(decide(response(code, [("Cache-Control", "must-understand, max-age=60")])) == .statusNotUnderstood)
+        // Without must-understand, an explicit lifetime makes any final status storable (RFC 9111 §3).
+        #expect(decide(response(code, [("Cache-Control", "max-age=60")])) == .storable)
+    }
+
     @Test("private responses are not stored by a shared cache", arguments: ["private", #"private="x-user""#])
     func privateResponses(value: String) {
         #expect(decide(response(200, [("Cache-Control", "max-age=60, " + value)])) == .privateResponse)

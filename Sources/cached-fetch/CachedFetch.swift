@@ -28,6 +28,14 @@ struct CachedFetch: AsyncParsableCommand {
     @Option(name: .long, help: "A request header field, 'Name: value' (repeatable).")
     var header: [String] = []
 
+    @Option(
+        name: [.customShort("X"), .long],
+        help: "The request method, like curl -X (default GET, or POST with --data). Only GET and HEAD responses are cached; a successful unsafe method (POST, PUT, DELETE...) invalidates what is stored for its URL.")
+    var request: String?
+
+    @Option(name: [.customShort("d"), .long], help: "A request body, like curl -d (the method is then POST unless -X says otherwise).")
+    var data: String?
+
     @Flag(name: .long, help: "Log the cache's decisions on standard error.")
     var verbose = false
 
@@ -51,8 +59,11 @@ struct CachedFetch: AsyncParsableCommand {
     @Argument(help: "The absolute http or https URL to fetch.")
     var url: String
 
+    /// The method the flags ask for.
+    private var method: String { request ?? (data == nil ? "GET" : "POST") }
+
     func validate() throws {
-        _ = try FetchRequest.make(url: url, headers: header)
+        _ = try FetchRequest.make(url: url, headers: header, method: method)
         let spec = try StoreSpec(parsing: store)
         if let nearCache {
             _ = try parseByteCount(nearCache)
@@ -75,7 +86,8 @@ struct CachedFetch: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "cached-fetch") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = verbose ? .debug : .warning
-        let request = try FetchRequest.make(url: url, headers: header)
+        let request = try FetchRequest.make(url: url, headers: header, method: method)
+        let body = data.map { ByteBuffer(string: $0) }
         let made = try makeStore(try StoreSpec(parsing: store), nearCache: try nearCacheSettings(), logger: logger)
         let transport = AsyncHTTPClientTransport()
         var configuration = CachedNetworking.Configuration()
@@ -84,12 +96,12 @@ struct CachedFetch: AsyncParsableCommand {
         let outcome: Result<CachedResponse, CachedNetworkingError>
         if `repeat` == 1 {
             do {
-                outcome = .success(try await cache.run(request))
+                outcome = .success(try await cache.run(request, body: body))
             } catch {
                 outcome = .failure(error)
             }
         } else {
-            outcome = await fetchRepeatedly(cache, request, nearCacheStatistics: made.nearCacheStatistics)
+            outcome = await fetchRepeatedly(cache, request, body: body, nearCacheStatistics: made.nearCacheStatistics)
         }
         await cache.waitForBackgroundRefreshes()
         try? await transport.shutdown()
@@ -114,14 +126,15 @@ struct CachedFetch: AsyncParsableCommand {
     /// fetch's; `near-hits` the near cache's hits so far, with --near-cache). Stops early with --until-changed.
     /// - Returns: the last answer, or the first failure.
     private func fetchRepeatedly(
-        _ cache: CachedNetworking, _ request: HTTPRequest, nearCacheStatistics: () -> RESPStore.NearCacheStatistics?
+        _ cache: CachedNetworking, _ request: HTTPRequest, body: ByteBuffer?,
+        nearCacheStatistics: () -> RESPStore.NearCacheStatistics?
     ) async -> Result<CachedResponse, CachedNetworkingError> {
         var first: ByteBuffer?
         var last: CachedResponse?
         for fetch in 1...`repeat` {
             let answer: CachedResponse
             do {
-                answer = try await cache.run(request)
+                answer = try await cache.run(request, body: body)
             } catch {
                 return .failure(error)
             }
@@ -143,13 +156,16 @@ struct CachedFetch: AsyncParsableCommand {
 
 /// Building the request and printing the response head.
 enum FetchRequest {
-    static func make(url: String, headers: [String]) throws(ValidationError) -> HTTPRequest {
-        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            parsed.host != nil
+    static func make(url: String, headers: [String], method: String = "GET") throws(ValidationError) -> HTTPRequest {
+        guard let parsed = URL(string: escapingInvalidCharacters(url)), let scheme = parsed.scheme?.lowercased(),
+            scheme == "http" || scheme == "https", parsed.host != nil
         else {
             throw ValidationError("not an absolute http(s) URL: \(url)")
         }
-        var request = HTTPRequest(method: .get, url: parsed)
+        guard let requestMethod = HTTPRequest.Method(method.uppercased()) else {
+            throw ValidationError("not an HTTP method: \(method)")
+        }
+        var request = HTTPRequest(method: requestMethod, url: parsed)
         guard request.authority != nil else { throw ValidationError("not an absolute http(s) URL: \(url)") }
         for line in headers {
             guard let colon = line.firstIndex(of: ":"),
@@ -163,6 +179,22 @@ enum FetchRequest {
         return request
     }
 
+    /// `url` with the characters a URL may not hold (space, `|`, `"`, `<`, `>`, `\\`, `^`, backquote, braces,
+    /// controls, non-ASCII) percent-encoded, and everything else, `%XX` escapes included, left as typed: `URL(string:)`
+    /// alone would encode every `%` too once it finds one such character.
+    static func escapingInvalidCharacters(_ url: String) -> String {
+        var escaped = ""
+        for byte in url.utf8 {
+            let allowed = byte > 0x20 && byte < 0x7F && !Array(#" "<>\^`{|}"#.utf8).contains(byte)
+            if allowed {
+                escaped.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                escaped += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        return escaped
+    }
+
     /// `HTTP/1.1 200 OK` and the header fields, CRLF-terminated, then an empty line.
     static func head(of response: HTTPResponse) -> String {
         var text = "HTTP/1.1 \(response.status.code) \(response.status.reasonPhrase)\r\n"
@@ -170,5 +202,11 @@ enum FetchRequest {
             text += "\(field.name.rawName): \(field.value)\r\n"
         }
         return text + "\r\n"
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

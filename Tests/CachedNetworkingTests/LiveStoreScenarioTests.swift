@@ -120,6 +120,28 @@ struct LiveStoreScenarioTests {
 
     /// A server of `kind`, and a local origin that answers `path` with `body` and `Cache-Control: max-age=60`
     /// after `delay`.
+    @Test("cached-fetch -d and -X: an unsafe method reaches the origin and invalidates the stored GET of its URL")
+    func unsafeMethodInvalidates() async throws {
+        let server = try await offThread { try ServerProcess.start(.cached) }
+        defer { server.stop() }
+        let origin = try await OriginServer.start()
+        let calls = Tally()
+        // The origin answers the path as the cache should send it: `|` escaped, the typed `%3D` unchanged.
+        origin.route("/doc?q=a%3Db%7Cc") { received in
+            .init(headers: [("Cache-Control", "max-age=60")], body: "\(received.method) \(calls.next())")
+        }
+        let common = ["--store", "redis://127.0.0.1:\(server.port)", "--namespace", "unsafe-\(UUID().uuidString)"]
+        let url = origin.url("/doc") + "?q=a%3Db|c"
+        let runs: [[String]] = [[], [], ["-d", "x"], [], ["-X", "DELETE"], [], ["-X", "delete"]]
+        let outputs = try await offThread {
+            try runs.map { extra in try ExternalProgram.cachedFetch.run(common + extra + [url], timeout: 60) }
+        }
+        await origin.stop()
+
+        #expect(outputs.map(\.standardOutput) == ["GET 1", "GET 1", "POST 2", "GET 3", "DELETE 4", "GET 5", "DELETE 6"])
+        #expect(outputs.allSatisfy { $0.status == 0 }, "\(outputs.map(\.summary))")
+    }
+
     private func startServerAndOrigin(
         _ kind: ServerProcess.Kind, path: String, body: String, delay: Duration? = nil
     ) async throws -> (ServerProcess, OriginServer) {

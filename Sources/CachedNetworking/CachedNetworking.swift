@@ -237,8 +237,8 @@ public final class CachedNetworking: Sendable {
         }
     }
 
-    /// Waits until the background revalidations started by `stale-while-revalidate` have finished (for tests and
-    /// graceful shutdown).
+    /// Waits until the background revalidations started by `stale-while-revalidate`, and invalidations being
+    /// retried after a store failure, have finished (for tests and graceful shutdown).
     public func waitForBackgroundRefreshes() async {
         while true {
             let tasks = background.withLock { Array($0.tasks.values) }
@@ -484,6 +484,27 @@ public final class CachedNetworking: Sendable {
         }
     }
 
+    /// Removes the stored responses of `uris` (all `Vary` variants); false when the store did not answer.
+    func invalidate(_ uris: [String]) async -> Bool {
+        guard let generation = await currentGeneration() else { return false }
+        return await store.remove(entryKeys(for: uris, generation: generation))
+    }
+
+    /// Invalidation must not be lost to a store that stalls for a moment (RFC 9111 §4.4: a cache MUST
+    /// invalidate): retries in the background after 0.1, 0.5 and 2 seconds, and logs a warning if the store
+    /// never answers, as the responses may then be served until they expire.
+    func retryInvalidation(_ uris: [String]) {
+        trackBackground("#invalidate " + uris.joined(separator: " ")) {
+            for delay in [Duration.milliseconds(100), .milliseconds(500), .seconds(2)] {
+                try? await Task.sleep(for: delay)
+                if await self.invalidate(uris) { return }
+            }
+            self.logger.warning(
+                "stored responses could not be invalidated after an unsafe request; they may be served until they expire",
+                metadata: [CachedNetworkingLogKeys.uri: "\(uris.joined(separator: " "))"])
+        }
+    }
+
     func forwardUncached(
         _ request: HTTPRequest,
         body: ByteBuffer?,
@@ -494,9 +515,7 @@ public final class CachedNetworking: Sendable {
         metrics.originFetch(unsafe ? "unsafe_method" : "bypass")
         let (answer, _, _) = try await send(request, body: body)
         let targets = Invalidation.targets(request: request, response: answer.response)
-        if !targets.isEmpty, let generation = await currentGeneration() {
-            await store.remove(entryKeys(for: targets, generation: generation))
-        }
+        if !targets.isEmpty, !(await invalidate(targets)) { retryInvalidation(targets) }
         var member = CacheStatus(cacheName: configuration.cacheName)
         member.forward = reason
         return makeResponse(answer.response, body: answer.body, source: .network, status: member, entry: nil)

@@ -6,7 +6,8 @@ public enum CacheURI {
     /// no scheme or authority.
     ///
     /// Normalization (RFC 3986 §6.2.2, RFC 9110 §4.2.3): scheme and host lowercased, the default port
-    /// dropped, an empty path written `/`, percent-encodings in upper case.
+    /// dropped, an empty path written `/`, percent-encodings of unreserved characters decoded (`%7E` is `~`) and
+    /// the others in upper case, and dot segments removed from the path (`/a/./b/../c` is `/a/c`).
     public static func normalized(_ request: HTTPRequest) -> String? {
         guard let scheme = request.scheme, let authority = request.authority, !authority.isEmpty else { return nil }
         return normalized(scheme: scheme, authority: authority, pathAndQuery: request.path ?? "/")
@@ -29,7 +30,8 @@ public enum CacheURI {
         if let hash = path.firstIndex(of: "#") { path = String(path[..<hash]) }
         if !path.hasPrefix("/") && !path.hasPrefix("?") { path = "/" + path }
         if path.hasPrefix("?") { path = "/" + path }
-        return "\(lowerScheme)://\(normalizedAuthority(authority, scheme: lowerScheme))\(uppercasingPercentEncodings(path))"
+        path = removeDotSegments(normalizingPercentEncodings(path))
+        return "\(lowerScheme)://\(normalizedAuthority(authority, scheme: lowerScheme))\(path)"
     }
 
     /// Whether the parts are already in normalized form, so that normalizing would only join them (the common
@@ -45,7 +47,8 @@ public enum CacheURI {
         guard all(scheme, isLowerASCII), !authority.isEmpty,
             all(authority, { isLowerASCII($0) && $0 != UInt8(ascii: "@") }),
             pathAndQuery.utf8.first == UInt8(ascii: "/"),
-            all(pathAndQuery, { $0 != UInt8(ascii: "#") && $0 != UInt8(ascii: "%") })
+            all(pathAndQuery, { $0 != UInt8(ascii: "#") && $0 != UInt8(ascii: "%") }),
+            !hasDotSegment(pathAndQuery)
         else { return false }
         // A port, if any, must be one normalization keeps: not empty and not the scheme's default.
         guard let colon = authority.utf8.lastIndex(of: UInt8(ascii: ":")),
@@ -71,20 +74,63 @@ public enum CacheURI {
         return host.lowercased() + (port.map { ":\($0)" } ?? "")
     }
 
-    private static func uppercasingPercentEncodings(_ path: String) -> String {
-        guard path.contains("%") else { return path }
-        var result = ""
-        var pending = 0
-        for character in path {
-            if pending > 0 {
-                result.append(contentsOf: character.uppercased())
-                pending -= 1
-            } else {
-                if character == "%" { pending = 2 }
-                result.append(character)
+    /// Whether the path (before any `?`) has a `.` or `..` segment.
+    private static func hasDotSegment(_ pathAndQuery: String) -> Bool {
+        // 0: inside a segment, 1: just after `/`, 2: after `/.`, 3: after `/..`. No allocation: this runs on
+        // the fast path.
+        var state = 0
+        for byte in pathAndQuery.utf8 {
+            switch byte {
+            case UInt8(ascii: "?"):
+                return state >= 2
+            case UInt8(ascii: "/"):
+                if state >= 2 { return true }
+                state = 1
+            case UInt8(ascii: "."):
+                state = state == 1 ? 2 : state == 2 ? 3 : 0
+            default:
+                state = 0
             }
         }
-        return result
+        return state >= 2
+    }
+
+    /// `%XX` of an unreserved character (RFC 3986 §2.3: letters, digits, `-`, `.`, `_`, `~`) decoded, every
+    /// other `%XX` with upper-case hex digits; a `%` not followed by two hex digits stays as it is.
+    private static func normalizingPercentEncodings(_ text: String) -> String {
+        guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
+        func hexValue(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        func isUnreserved(_ byte: UInt8) -> Bool {
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || Array("-._~".utf8).contains(byte)
+        }
+        let bytes = Array(text.utf8)
+        var result: [UInt8] = []
+        result.reserveCapacity(bytes.count)
+        var i = 0
+        while i < bytes.count {
+            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let high = hexValue(bytes[i + 1]), let low = hexValue(bytes[i + 2]) {
+                let decoded = high << 4 | low
+                if isUnreserved(decoded) {
+                    result.append(decoded)
+                } else {
+                    result.append(UInt8(ascii: "%"))
+                    result.append(contentsOf: String(decoded, radix: 16, uppercase: true).leftPaddedHex.utf8)
+                }
+                i += 3
+            } else {
+                result.append(bytes[i])
+                i += 1
+            }
+        }
+        return String(decoding: result, as: UTF8.self)
     }
 
     /// Resolves `reference` (a `Location` or `Content-Location` value) against the normalized URI `base`
@@ -184,4 +230,9 @@ public enum Invalidation {
         }
         return uris
     }
+}
+
+extension String {
+    /// A one- or two-digit hex number as two digits.
+    fileprivate var leftPaddedHex: String { count == 1 ? "0" + self : self }
 }

@@ -162,7 +162,7 @@ enum FetchRequest {
         else {
             throw ValidationError("not an absolute http(s) URL: \(url)")
         }
-        guard let requestMethod = HTTPRequest.Method(method.uppercased()) else {
+        guard let requestMethod = HTTPRequest.Method(method) else {
             throw ValidationError("not an HTTP method: \(method)")
         }
         var request = HTTPRequest(method: requestMethod, url: parsed)

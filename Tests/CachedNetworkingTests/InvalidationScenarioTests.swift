@@ -22,6 +22,25 @@ struct InvalidationScenarioTests {
         await h.stop()
     }
 
+    @Test("a store that fails the invalidation after a POST: retried in the background until it succeeds")
+    func invalidationRetried() async throws {
+        let h = try await Harness.make()
+        let calls = Tally()
+        h.serve("/doc") { _ in .init(status: 200, headers: [("Cache-Control", "max-age=60")], body: "v\(calls.next())") }
+        #expect(try await h.get("/doc").text == "v1")
+        // The invalidation right after the POST and the first retry fail; the second retry gets through.
+        h.store.inject(.init(operations: [.remove], error: CacheStoreError(.timeout, "stalled"), count: 2))
+
+        let post = try await h.get("/doc", method: .post)
+        #expect(post.text == "v2")
+        await h.cache.waitForBackgroundRefreshes()
+
+        let after = try await h.get("/doc")
+        #expect(after.source == .network)
+        #expect(after.text == "v3")
+        await h.stop()
+    }
+
     @Test("a failed DELETE invalidates nothing")
     func failedUnsafe() async throws {
         let h = try await Harness.make()

@@ -15,24 +15,38 @@ RELEASE_BIN = .build/release/cached-server
 INSTALL_BIN ?= $(RELEASE_BIN)
 # systemd provides systemd-analyze, which the tests use to verify the unit.
 APT_PACKAGES = libhiredis-dev libjemalloc-dev redis-server redis-tools pkg-config systemd
+# The live tests also drive the server with redis-py 5 or later (RESP3), from PyPI: pip comes from Debian.
+TEST_APT_PACKAGES = python3-pip
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build release run test test-cluster deps install install-files uninstall clean bench bench-check \
+.PHONY: all build release run test test-cluster deps deps-test install install-files uninstall clean bench bench-check \
         bench-hitratio bench-sdk fuzz fuzz-check fuzz-build test-sanitize
 
 all: build
 
-# System packages the build and the tests need, installed only where missing.
+# System packages the build needs, installed only where missing.
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	fi
-	@python3 -c 'import redis' 2>/dev/null || python3 -m pip install -q 'redis>=5' || \
-	  { echo "could not install redis-py (pip install redis)"; exit 1; }
+	@$(call install_missing,$(APT_PACKAGES))
+
+# What the tests need besides: redis-py 5 or later. Debian's Python refuses pip installs into the system
+# (PEP 668), so it goes to the user's site-packages there.
+deps-test: deps
+	@python3 -c 'import redis, sys; sys.exit(int(redis.__version__.split(".")[0]) < 5)' 2>/dev/null || { \
+	  python3 -m pip --version >/dev/null 2>&1 || { $(call install_missing,$(TEST_APT_PACKAGES)); }; \
+	  python3 -m pip install -q 'redis>=5' 2>/dev/null || \
+	  python3 -m pip install -q --user --break-system-packages 'redis>=5' || \
+	  { echo "could not install redis-py 5 or later (pip install 'redis>=5')"; exit 1; }; }
+
+# Installs those of the Debian packages $(1) that are missing.
+define install_missing
+missing=""; for p in $(1); do \
+  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+done; \
+if [ -n "$$missing" ]; then \
+  echo "installing:$$missing"; \
+  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+fi
+endef
 
 build: deps
 	$(SWIFT) build
@@ -46,7 +60,7 @@ run: release
 # Unit and SDK tests first, one at a time (some check that timeouts fire promptly, which a thread pool busy with
 # other tests would make meaningless), then the live tests that start servers and drive them with redis-cli,
 # hiredis and redis-py, in parallel and in a process of their own.
-test: deps
+test: deps-test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip IntegrationTests --skip ClusterTests --no-parallel
 	$(SWIFT) test --skip-build --filter IntegrationTests

@@ -19,6 +19,8 @@ public enum HTTPDate {
     /// - Returns: The instant, or nil when `text` is not a valid HTTP date (callers treat that as "in the past"
     ///   where RFC 9111 says so, for example for `Expires`).
     public static func parse(_ text: some StringProtocol) -> Date? {
+        // IMF-fixdate, what every current server sends, read in place; anything else takes the general path.
+        if let fixed = text.utf8.withContiguousStorageIfAvailable({ parseFixdate($0) }), let fixed { return fixed }
         var tokens: [Substring] = []
         let string = Substring(text)
         var start: Substring.Index? = nil
@@ -70,6 +72,40 @@ public enum HTTPDate {
         let days = daysFromCivil(year: year, month: month, day: day)
         let seconds = days * 86_400 + time.0 * 3_600 + time.1 * 60 + min(time.2, 59)
         return Date(timeIntervalSince1970: TimeInterval(seconds))
+    }
+
+    /// `Sun, 06 Nov 1994 08:49:37 GMT` exactly (29 bytes, the weekday and month as written there), or nil.
+    private static func parseFixdate(_ bytes: UnsafeBufferPointer<UInt8>) -> Date? {
+        guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == UInt8(ascii: " "), bytes[7] == UInt8(ascii: " "),
+            bytes[11] == UInt8(ascii: " "), bytes[16] == UInt8(ascii: " "), bytes[19] == UInt8(ascii: ":"),
+            bytes[22] == UInt8(ascii: ":"), bytes[25] == UInt8(ascii: " "), bytes[26] == UInt8(ascii: "G"),
+            bytes[27] == UInt8(ascii: "M"), bytes[28] == UInt8(ascii: "T")
+        else { return nil }
+        func number(_ from: Int, _ count: Int) -> Int? {
+            var value = 0
+            for i in from..<(from + count) {
+                let digit = bytes[i] &- UInt8(ascii: "0")
+                guard digit < 10 else { return nil }
+                value = value * 10 + Int(digit)
+            }
+            return value
+        }
+        func matches(_ name: String, at offset: Int) -> Bool {
+            var i = offset
+            for byte in name.utf8 {
+                guard bytes[i] == byte else { return false }
+                i += 1
+            }
+            return true
+        }
+        guard shortWeekdays.contains(where: { matches($0, at: 0) }),
+            let monthIndex = monthNames.firstIndex(where: { matches($0, at: 8) }),
+            let day = number(5, 2), let year = number(12, 4), let hour = number(17, 2), let minute = number(20, 2),
+            let second = number(23, 2), hour < 24, minute < 60, second <= 60, day >= 1,
+            day <= daysIn(month: monthIndex + 1, year: year)
+        else { return nil }
+        let days = daysFromCivil(year: year, month: monthIndex + 1, day: day)
+        return Date(timeIntervalSince1970: TimeInterval(days * 86_400 + hour * 3_600 + minute * 60 + min(second, 59)))
     }
 
     /// Formats `date` as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), dropping fractions of a second.

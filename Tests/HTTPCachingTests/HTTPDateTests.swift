@@ -36,6 +36,26 @@ struct HTTPDateTests {
         #expect(HTTPDate.parse(text) == nil)
     }
 
+    @Test("IMF-fixdate is read in place, and whatever it does not accept still gets the general reading", arguments: [
+        ("Sun, 06 Nov 1994 08:49:37 GMT", 784_111_777.0),
+        ("Sun, 06 Nov 1994 08:49:60 GMT", 784_111_799.0),  // a leap second counts as :59
+        ("sun, 06 nov 1994 08:49:37 GMT", 784_111_777.0),  // case, general path
+        ("Sun,  6 Nov 1994 08:49:37 GMT", 784_111_777.0),  // one-digit day, general path
+        ("Tue, 29 Feb 2000 00:00:00 GMT", 951_782_400.0),
+    ])
+    func fixdate(text: String, seconds: Double) {
+        #expect(HTTPDate.parse(text) == Date(timeIntervalSince1970: seconds))
+        #expect(HTTPDate.parse(Substring(text)) == Date(timeIntervalSince1970: seconds))
+    }
+
+    @Test("fixdate-shaped values with a bad field are not dates", arguments: [
+        "Sun, 06 Nov 1994 08:49:3x GMT", "Xyz, 06 Nov 1994 08:49:37 GMT", "Sun, 00 Nov 1994 08:49:37 GMT",
+        "Sun, 29 Feb 1900 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:60:00 GMT",
+    ])
+    func badFixdate(text: String) {
+        #expect(HTTPDate.parse(text) == nil)
+    }
+
     @Test("RFC 850 two-digit years below 70 are in the 2000s")
     func twoDigitYears() {
         #expect(HTTPDate.parse("Monday, 01-Jan-24 00:00:00 GMT") == Date(timeIntervalSince1970: 1_704_067_200))

@@ -491,19 +491,64 @@ public final class CachedNetworking: Sendable {
     }
 
     /// Invalidation must not be lost to a store that stalls for a moment (RFC 9111 §4.4: a cache MUST
-    /// invalidate): retries in the background after 0.1, 0.5 and 2 seconds, and logs a warning if the store
-    /// never answers, as the responses may then be served until they expire.
+    /// invalidate): the URIs join a pending set that one background task retries after 0.1, 0.5 and 2 seconds,
+    /// all of them in one store call each time (so an outage does not multiply the store's traffic by the
+    /// number of writes); what is still pending after the last attempt is given up with one warning, as those
+    /// responses may be served until they expire. The set holds at most 10,000 URIs; more are given up at once,
+    /// and counted in that warning.
     func retryInvalidation(_ uris: [String]) {
-        trackBackground("#invalidate " + uris.joined(separator: " ")) {
+        let start = background.withLock { state -> Int? in
+            for uri in uris {
+                if state.invalidationsPending.count < Self.maximumPendingInvalidations {
+                    state.invalidationsPending.insert(uri)
+                } else {
+                    state.invalidationsDropped += 1
+                }
+            }
+            if state.invalidationRetryRunning { return nil }
+            state.invalidationRetryRunning = true
+            state.invalidationRetries += 1
+            return state.invalidationRetries
+        }
+        guard let start else { return }
+        trackBackground("#invalidate \(start)") {
             for delay in [Duration.milliseconds(100), .milliseconds(500), .seconds(2)] {
                 try? await Task.sleep(for: delay)
-                if await self.invalidate(uris) { return }
+                let batch = self.background.withLock { Array($0.invalidationsPending) }
+                if await self.invalidate(batch) {
+                    let (done, dropped) = self.background.withLock { state -> (Bool, Int) in
+                        state.invalidationsPending.subtract(batch)
+                        guard state.invalidationsPending.isEmpty else { return (false, 0) }
+                        state.invalidationRetryRunning = false
+                        defer { state.invalidationsDropped = 0 }
+                        return (true, state.invalidationsDropped)
+                    }
+                    if dropped > 0 {
+                        self.logger.warning(
+                            "stored responses could not be invalidated after unsafe requests; they may be served until they expire",
+                            metadata: ["cached.uris": "\(dropped)"])
+                    }
+                    if done { return }
+                }
+            }
+            let (abandoned, dropped) = self.background.withLock { state -> ([String], Int) in
+                defer {
+                    state.invalidationsPending = []
+                    state.invalidationsDropped = 0
+                    state.invalidationRetryRunning = false
+                }
+                return (Array(state.invalidationsPending), state.invalidationsDropped)
             }
             self.logger.warning(
-                "stored responses could not be invalidated after an unsafe request; they may be served until they expire",
-                metadata: [CachedNetworkingLogKeys.uri: "\(uris.joined(separator: " "))"])
+                "stored responses could not be invalidated after unsafe requests; they may be served until they expire",
+                metadata: [
+                    CachedNetworkingLogKeys.uri: "\(abandoned.prefix(10).joined(separator: " "))",
+                    "cached.uris": "\(abandoned.count + dropped)",
+                ])
         }
     }
+
+    static let maximumPendingInvalidations = 10_000
 
     func forwardUncached(
         _ request: HTTPRequest,
@@ -643,6 +688,13 @@ typealias FlightResult = Result<FlightOutcome, CachedNetworkingError>
 
 struct BackgroundWork: Sendable {
     var tasks: [Int: Task<Void, Never>] = [:]
+    /// URIs whose invalidation the store did not take, waiting for the retry task (at most one runs).
+    var invalidationsPending: Set<String> = []
+    var invalidationRetryRunning = false
+    /// URIs not taken into the pending set because it was full, since the last warning.
+    var invalidationsDropped = 0
+    /// Retry tasks started so far (each is tracked under a key of its own).
+    var invalidationRetries = 0
     var refreshing: Set<String> = []
     var nextID = 0
 }

@@ -75,7 +75,7 @@ public enum HTTPDate {
     }
 
     /// `Sun, 06 Nov 1994 08:49:37 GMT` exactly (29 bytes, the weekday and month as written there), or nil.
-    private static func parseFixdate(_ bytes: UnsafeBufferPointer<UInt8>) -> Date? {
+    static func parseFixdate(_ bytes: UnsafeBufferPointer<UInt8>) -> Date? {
         guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == UInt8(ascii: " "), bytes[7] == UInt8(ascii: " "),
             bytes[11] == UInt8(ascii: " "), bytes[16] == UInt8(ascii: " "), bytes[19] == UInt8(ascii: ":"),
             bytes[22] == UInt8(ascii: ":"), bytes[25] == UInt8(ascii: " "), bytes[26] == UInt8(ascii: "G"),

@@ -7,7 +7,8 @@ public enum CacheURI {
     ///
     /// Normalization (RFC 3986 §6.2.2, RFC 9110 §4.2.3): scheme and host lowercased, the default port
     /// dropped, an empty path written `/`, percent-encodings of unreserved characters decoded (`%7E` is `~`) and
-    /// the others in upper case, and dot segments removed from the path (`/a/./b/../c` is `/a/c`).
+    /// the others in upper case. Dot segments stay: the request goes to the origin as it was made, and an origin
+    /// need not resolve `/a/../b` to `/b`, so the two must not share an entry (or a lifetime override).
     public static func normalized(_ request: HTTPRequest) -> String? {
         guard let scheme = request.scheme, let authority = request.authority, !authority.isEmpty else { return nil }
         return normalized(scheme: scheme, authority: authority, pathAndQuery: request.path ?? "/")
@@ -30,7 +31,7 @@ public enum CacheURI {
         if let hash = path.firstIndex(of: "#") { path = String(path[..<hash]) }
         if !path.hasPrefix("/") && !path.hasPrefix("?") { path = "/" + path }
         if path.hasPrefix("?") { path = "/" + path }
-        path = removeDotSegments(normalizingPercentEncodings(path))
+        path = normalizingPercentEncodings(path)
         return "\(lowerScheme)://\(normalizedAuthority(authority, scheme: lowerScheme))\(path)"
     }
 
@@ -47,8 +48,7 @@ public enum CacheURI {
         guard all(scheme, isLowerASCII), !authority.isEmpty,
             all(authority, { isLowerASCII($0) && $0 != UInt8(ascii: "@") }),
             pathAndQuery.utf8.first == UInt8(ascii: "/"),
-            all(pathAndQuery, { $0 != UInt8(ascii: "#") && $0 != UInt8(ascii: "%") }),
-            !hasDotSegment(pathAndQuery)
+            all(pathAndQuery, { $0 != UInt8(ascii: "#") && $0 != UInt8(ascii: "%") })
         else { return false }
         // A port, if any, must be one normalization keeps: not empty and not the scheme's default.
         guard let colon = authority.utf8.lastIndex(of: UInt8(ascii: ":")),
@@ -72,27 +72,6 @@ public enum CacheURI {
         let defaultPort = scheme == "https" ? "443" : scheme == "http" ? "80" : nil
         if let value = port, value.isEmpty || defaultPort.map({ value == $0 }) == true { port = nil }
         return host.lowercased() + (port.map { ":\($0)" } ?? "")
-    }
-
-    /// Whether the path (before any `?`) has a `.` or `..` segment.
-    private static func hasDotSegment(_ pathAndQuery: String) -> Bool {
-        // 0: inside a segment, 1: just after `/`, 2: after `/.`, 3: after `/..`. No allocation: this runs on
-        // the fast path.
-        var state = 0
-        for byte in pathAndQuery.utf8 {
-            switch byte {
-            case UInt8(ascii: "?"):
-                return state >= 2
-            case UInt8(ascii: "/"):
-                if state >= 2 { return true }
-                state = 1
-            case UInt8(ascii: "."):
-                state = state == 1 ? 2 : state == 2 ? 3 : 0
-            default:
-                state = 0
-            }
-        }
-        return state >= 2
     }
 
     /// `%XX` of an unreserved character (RFC 3986 §2.3: letters, digits, `-`, `.`, `_`, `~`) decoded, every

@@ -180,12 +180,19 @@ enum FetchRequest {
     }
 
     /// `url` with the characters a URL may not hold (space, `|`, `"`, `<`, `>`, `\\`, `^`, backquote, braces,
-    /// controls, non-ASCII) percent-encoded, and everything else, `%XX` escapes included, left as typed: `URL(string:)`
-    /// alone would encode every `%` too once it finds one such character.
+    /// controls, non-ASCII, a `%` that starts no escape) percent-encoded, and everything else, `%XX` escapes
+    /// included, left as typed: `URL(string:)` alone would encode every `%` too once it finds one such character.
     static func escapingInvalidCharacters(_ url: String) -> String {
         var escaped = ""
-        for byte in url.utf8 {
-            let allowed = byte > 0x20 && byte < 0x7F && !Array(#" "<>\^`{|}"#.utf8).contains(byte)
+        let bytes = Array(url.utf8)
+        func isHex(_ byte: UInt8) -> Bool {
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20)
+        }
+        for (index, byte) in bytes.enumerated() {
+            // A `%` that does not start an escape is escaped itself (as `%25`).
+            let strayPercent = byte == UInt8(ascii: "%")
+                && !(index + 2 < bytes.count && isHex(bytes[index + 1]) && isHex(bytes[index + 2]))
+            let allowed = byte > 0x20 && byte < 0x7F && !Array(#" "<>\^`{|}"#.utf8).contains(byte) && !strayPercent
             if allowed {
                 escaped.unicodeScalars.append(Unicode.Scalar(byte))
             } else {

@@ -107,7 +107,7 @@ struct CachedServer: AsyncParsableCommand {
         let pidFile = PidFile(path: configuration.pidFile, logger: logger)
         defer { pidFile.remove() }
         do {
-            try await runServer(configuration: configuration, logger: logger, logOutput: output)
+            try await runServer(configuration: configuration, logger: logger, logOutput: output, pidFile: pidFile)
         } catch let error as ListenError {
             logger.critical("\(error)")
             throw ExitCode.failure

@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -8,23 +9,27 @@ import Musl
 import Darwin
 #endif
 
-/// The `pidfile` directive: the process id written at startup, the file removed at exit, as redis-server
-/// does. A file that cannot be written is a warning, not a reason not to run.
-struct PidFile {
+/// The `pidfile` directive: the process id written once the server listens, the file removed at exit, as
+/// redis-server does. Written only after the listeners are up, so that a second server started with the same
+/// configuration, which fails to bind, neither overwrites nor removes the running one's file; removed only if it
+/// still holds this process's id. A file that cannot be written is a warning, not a reason to stop.
+final class PidFile: Sendable {
     private let path: String
     private let logger: Logger
-    /// Whether this process wrote the file (and so removes it).
-    private let written: Bool
+    private let pid = getpid()
+    /// Whether this process wrote the file.
+    private let written = Mutex(false)
 
-    /// Writes the process id to `path`; nothing when `path` is empty.
+    /// A pid file at `path`; nothing is written or removed when `path` is empty.
     init(path: String, logger: Logger) {
         self.path = path
         self.logger = logger
-        guard !path.isEmpty else {
-            written = false
-            return
-        }
-        var text = "\(getpid())\n"
+    }
+
+    /// Writes the process id.
+    func record() {
+        guard !path.isEmpty else { return }
+        var text = "\(pid)\n"
         var failure: String?
         let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         if descriptor < 0 {
@@ -34,15 +39,21 @@ struct PidFile {
             if count != text.utf8.count { failure = count < 0 ? String(cString: strerror(errno)) : "short write" }
             close(descriptor)
         }
-        written = failure == nil
+        written.withLock { $0 = failure == nil }
         if let failure {
             logger.warning("Failed to write PID file", metadata: ["file": "\(path)", "error": "\(failure)"])
         }
     }
 
-    /// Removes the file, if this process wrote it.
+    /// Removes the file, if this process wrote it and it still holds this process's id.
     func remove() {
-        guard written else { return }
+        guard written.withLock({ $0 }) else { return }
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        let count = read(descriptor, &buffer, buffer.count)
+        close(descriptor)
+        guard count > 0, String(decoding: buffer[0..<count], as: UTF8.self) == "\(pid)\n" else { return }
         logger.notice("Removing the pid file", metadata: ["file": "\(path)"])
         unlink(path)
     }

@@ -11,9 +11,10 @@ import Glibc
 ///
 /// The first SIGTERM or SIGINT shuts down gracefully (stop accepting, answer what is in flight, close,
 /// exit 0); a second one exits at once. SIGHUP reopens the log file (see ``SignalHandlers``).
-func runServer(configuration: ServerConfiguration, logger: Logger, logOutput: LogOutput) async throws {
+func runServer(configuration: ServerConfiguration, logger: Logger, logOutput: LogOutput, pidFile: PidFile) async throws {
     let service = CacheServerService(
-        configuration: configuration, logger: logger, systemd: SystemdNotifier.fromEnvironment())
+        configuration: configuration, logger: logger, systemd: SystemdNotifier.fromEnvironment(),
+        onServerRunning: { _ in pidFile.record() })
     let group = ServiceGroup(
         configuration: .init(
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],

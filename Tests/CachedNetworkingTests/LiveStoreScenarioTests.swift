@@ -126,12 +126,13 @@ struct LiveStoreScenarioTests {
         defer { server.stop() }
         let origin = try await OriginServer.start()
         let calls = Tally()
-        // The origin answers the path as the cache should send it: `|` escaped, the typed `%3D` unchanged.
-        origin.route("/doc?q=a%3Db%7Cc") { received in
+        // The origin answers the path as the cache should send it: `|` and a `%` that starts no escape escaped,
+        // the typed `%3D` unchanged.
+        origin.route("/doc?q=a%3Db%7Cc&p=100%25") { received in
             .init(headers: [("Cache-Control", "max-age=60")], body: "\(received.method) \(calls.next())")
         }
         let common = ["--store", "redis://127.0.0.1:\(server.port)", "--namespace", "unsafe-\(UUID().uuidString)"]
-        let url = origin.url("/doc") + "?q=a%3Db|c"
+        let url = origin.url("/doc") + "?q=a%3Db|c&p=100%"
         let runs: [[String]] = [[], [], ["-d", "x"], [], ["-X", "DELETE"], []]
         let outputs = try await offThread {
             try runs.map { extra in try ExternalProgram.cachedFetch.run(common + extra + [url], timeout: 60) }

@@ -1,6 +1,7 @@
 import Foundation
-import HTTPCaching
 import Testing
+
+@testable import HTTPCaching
 
 @Suite("HTTP dates")
 struct HTTPDateTests {
@@ -46,6 +47,21 @@ struct HTTPDateTests {
     func fixdate(text: String, seconds: Double) {
         #expect(HTTPDate.parse(text) == Date(timeIntervalSince1970: seconds))
         #expect(HTTPDate.parse(Substring(text)) == Date(timeIntervalSince1970: seconds))
+    }
+
+    @Test("the in-place reader takes exact IMF-fixdates only, and agrees with the general reading")
+    func inPlaceReader() {
+        func inPlace(_ text: String) -> Date? { Array(text.utf8).withUnsafeBufferPointer { HTTPDate.parseFixdate($0) } }
+        #expect(inPlace("Sun, 06 Nov 1994 08:49:37 GMT") == Date(timeIntervalSince1970: 784_111_777))
+        #expect(inPlace("Tue, 29 Feb 2000 00:00:00 GMT") == Date(timeIntervalSince1970: 951_782_400))
+        for other in ["sun, 06 nov 1994 08:49:37 GMT", "Sun,  6 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT",
+                      "Sun Nov  6 08:49:37 1994", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 29 Feb 1900 08:49:37 GMT"] {
+            #expect(inPlace(other) == nil, "\(other)")
+        }
+        for seconds in stride(from: 0.0, to: 4_102_444_800, by: 86_400 * 97 + 3_607) {
+            let text = HTTPDate.format(Date(timeIntervalSince1970: seconds))
+            #expect(inPlace(text) == Date(timeIntervalSince1970: seconds), "\(text)")
+        }
     }
 
     @Test("fixdate-shaped values with a bad field are not dates", arguments: [

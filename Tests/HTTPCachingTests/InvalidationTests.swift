@@ -34,14 +34,11 @@ struct InvalidationTests {
         ("http", "example.com", "/x/%7ey?q=%7E%2d%41", "http://example.com/x/~y?q=~-A"),
         ("http", "example.com", "/a%2fb%20c", "http://example.com/a%2Fb%20c"),
         ("http", "example.com", "/a%zz%4", "http://example.com/a%zz%4"),
-        // Dot segments are removed from the path, not from the query (RFC 3986 §6.2.2.3).
-        ("http", "example.com", "/x/./y", "http://example.com/x/y"),
-        ("http", "example.com", "/x/../y", "http://example.com/y"),
-        ("http", "example.com", "/x/y/..", "http://example.com/x/"),
-        ("http", "example.com", "/x/.", "http://example.com/x/"),
-        ("http", "example.com", "/x/%2E/y", "http://example.com/x/y"),
-        ("http", "example.com", "/x/.y/..z?a=/./b", "http://example.com/x/.y/..z?a=/./b"),
-        ("http", "example.com", "/x?a=/../b", "http://example.com/x?a=/../b"),
+        // Dot segments stay: the origin gets the path as sent and need not resolve them, so `/x/../y` must not
+        // share an entry with `/y`.
+        ("http", "example.com", "/x/./y", "http://example.com/x/./y"),
+        ("http", "example.com", "/x/../y", "http://example.com/x/../y"),
+        ("http", "example.com", "/x/%2E%2E/y", "http://example.com/x/../y"),
     ])
     func normalFormFastPath(scheme: String, authority: String, path: String, expected: String) {
         #expect(CacheURI.normalized(scheme: scheme, authority: authority, pathAndQuery: path) == expected)

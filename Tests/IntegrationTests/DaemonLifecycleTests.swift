@@ -42,6 +42,11 @@ struct DaemonLifecycleTests {
         let server = try ServerProcess.start(kind, arguments: ["--logfile", log.path, "--pidfile", pid.path])
         defer { server.stop() }
         #expect(try String(contentsOf: pid, encoding: .utf8) == "\(server.pid)\n")
+        // A second server with the same settings cannot bind the port: it neither takes nor removes the file.
+        let second = try ServerProcess.launch(
+            kind, arguments: ["--port", String(server.port), "--bind", "127.0.0.1", "--pidfile", pid.path], port: server.port)
+        #expect(second.waitForExit(timeout: 10) == 1)
+        #expect(try String(contentsOf: pid, encoding: .utf8) == "\(server.pid)\n")
 
         try FileManager.default.moveItem(at: log, to: directory.appendingPathComponent("server.log.1"))
         server.send(signal: SIGHUP)

@@ -523,11 +523,7 @@ public final class CachedNetworking: Sendable {
                         defer { state.invalidationsDropped = 0 }
                         return (true, state.invalidationsDropped)
                     }
-                    if dropped > 0 {
-                        self.logger.warning(
-                            "stored responses could not be invalidated after unsafe requests; they may be served until they expire",
-                            metadata: ["cached.uris": "\(dropped)"])
-                    }
+                    if dropped > 0 { self.warnInvalidationsLost([], count: dropped) }
                     if done { return }
                 }
             }
@@ -539,13 +535,17 @@ public final class CachedNetworking: Sendable {
                 }
                 return (Array(state.invalidationsPending), state.invalidationsDropped)
             }
-            self.logger.warning(
-                "stored responses could not be invalidated after unsafe requests; they may be served until they expire",
-                metadata: [
-                    CachedNetworkingLogKeys.uri: "\(abandoned.prefix(10).joined(separator: " "))",
-                    "cached.uris": "\(abandoned.count + dropped)",
-                ])
+            self.warnInvalidationsLost(abandoned, count: abandoned.count + dropped)
         }
+    }
+
+    /// Logs that `count` URIs (a few of them in `sample`) could not be invalidated.
+    private func warnInvalidationsLost(_ sample: [String], count: Int) {
+        var metadata: Logger.Metadata = ["cached.uris": "\(count)"]
+        if !sample.isEmpty { metadata[CachedNetworkingLogKeys.uri] = "\(sample.prefix(10).joined(separator: " "))" }
+        logger.warning(
+            "stored responses could not be invalidated after unsafe requests; they may be served until they expire",
+            metadata: metadata)
     }
 
     static let maximumPendingInvalidations = 10_000

@@ -100,8 +100,8 @@ public enum CacheURI {
                 if isUnreserved(decoded) {
                     result.append(decoded)
                 } else {
-                    result.append(UInt8(ascii: "%"))
-                    result.append(contentsOf: String(decoded, radix: 16, uppercase: true).leftPaddedHex.utf8)
+                    func upper(_ digit: UInt8) -> UInt8 { digit >= UInt8(ascii: "a") ? digit - 0x20 : digit }
+                    result.append(contentsOf: [UInt8(ascii: "%"), upper(bytes[i + 1]), upper(bytes[i + 2])])
                 }
                 i += 3
             } else {
@@ -209,9 +209,4 @@ public enum Invalidation {
         }
         return uris
     }
-}
-
-extension String {
-    /// A one- or two-digit hex number as two digits.
-    fileprivate var leftPaddedHex: String { count == 1 ? "0" + self : self }
 }

@@ -196,7 +196,8 @@ enum FetchRequest {
             if allowed {
                 escaped.unicodeScalars.append(Unicode.Scalar(byte))
             } else {
-                escaped += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+                let digits = Array("0123456789ABCDEF")
+                escaped += "%" + String(digits[Int(byte >> 4)]) + String(digits[Int(byte & 0x0F)])
             }
         }
         return escaped
@@ -209,11 +210,5 @@ enum FetchRequest {
             text += "\(field.name.rawName): \(field.value)\r\n"
         }
         return text + "\r\n"
-    }
-}
-
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

@@ -71,10 +71,10 @@ package enum CommandExecutor {
     static func noteSubcommand(_ index: Int, _ arguments: Arguments, _ session: ClientSession, _ server: ServerState)
         -> Bool
     {
-        let subcommands = server.commands.commands[index].subcommands
-        let sub = subcommands.firstIndex { CommandTable.equalsLowercased(arguments[1], $0.name) }
+        let spec = server.commands.commands[index]
+        let sub = spec.subcommandIndex(named: arguments[1])
         session.noteSubcommand(sub, of: index)
-        return sub.map { subcommands[$0].acceptsArgumentCount(arguments.count) } ?? false
+        return sub.map { spec.subcommands[$0].acceptsArgumentCount(arguments.count) } ?? false
     }
 
     /// The checks for clients with ``ClientSession/modes``: authentication, the RESP2 subscribed context's
@@ -96,7 +96,7 @@ package enum CommandExecutor {
             if !spec.subcommands.isEmpty {
                 // An unknown subcommand, or one with the wrong arity, is its container's error, as in Redis.
                 guard arguments.count > 1,
-                    let sub = spec.subcommands.first(where: { CommandTable.equalsLowercased(arguments[1], $0.name) }),
+                    let sub = spec.subcommandIndex(named: arguments[1]).map({ spec.subcommands[$0] }),
                     sub.acceptsArgumentCount(arguments.count)
                 else { return false }
                 name += "|" + sub.name
@@ -162,11 +162,8 @@ package enum CommandExecutor {
 
     /// Whether the command (or, for a container such as CLIENT, its subcommand) has the `admin` flag.
     static func isAdministrative(_ spec: CommandSpec, _ arguments: Arguments) -> Bool {
-        if !spec.subcommands.isEmpty && arguments.count > 1 {
-            let sub = arguments[1]
-            if let subcommand = spec.subcommands.first(where: { CommandTable.equalsLowercased(sub, $0.name) }) {
-                return subcommand.flags.contains(.admin)
-            }
+        if !spec.subcommands.isEmpty && arguments.count > 1, let sub = spec.subcommandIndex(named: arguments[1]) {
+            return spec.subcommands[sub].flags.contains(.admin)
         }
         return spec.flags.contains(.admin)
     }

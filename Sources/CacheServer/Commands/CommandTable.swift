@@ -93,6 +93,11 @@ package struct CommandSpec: Sendable {
 
     /// The subcommands COMMAND reports (all but the ``CommandFlags/unlisted`` ones).
     package var listedSubcommands: [CommandSpec] { subcommands.filter { !$0.flags.contains(.unlisted) } }
+
+    /// The index in ``subcommands`` of the subcommand a request names (in any case), if there is one.
+    package func subcommandIndex(named name: UnsafeRawBufferPointer) -> Int? {
+        subcommands.firstIndex { CommandTable.equalsLowercased(name, $0.name) }
+    }
 }
 
 extension Array where Element == CommandSpec {

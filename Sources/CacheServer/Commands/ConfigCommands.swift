@@ -19,17 +19,15 @@ package enum ConfigCommands {
             let changes = stride(from: 2, to: a.count, by: 2).map { (name: a.string($0), value: a.string($0 + 1)) }
             do throws(ConfigurationDirectiveError) {
                 let logger = c.server.logger
-                var previousMaxMemory: UInt64 = 0
                 try c.server.updateConfiguration { config throws(ConfigurationDirectiveError) in
                     var updated = config
                     try updated.configSet(changes)
                     if updated.maxClients > config.maxClients {
                         try raiseOpenFilesLimit(for: updated.maxClients, logger: logger)
                     }
-                    previousMaxMemory = config.maxMemory
                     config = updated
                 }
-                if c.server.config.maxMemory != previousMaxMemory { c.server.warnIfMaxMemoryTooSmall() }
+                if changes.contains(where: { $0.name.lowercased() == "maxmemory" }) { c.server.warnIfMaxMemoryTooSmall() }
                 c.ok()
             } catch {
                 c.error(error.configSetReply)

@@ -396,10 +396,10 @@ package enum ServerCommands {
         var spec = table[index]
         if !spec.subcommands.isEmpty && argc > 1 {
             // A container names a subcommand, as in Redis's lookup; an unknown one is no command.
-            guard let sub = spec.listedSubcommands.first(where: { CommandTable.equalsLowercased(a[3], $0.name) }) else {
+            guard let sub = spec.subcommandIndex(named: a[3]), !spec.subcommands[sub].flags.contains(.unlisted) else {
                 return c.error("ERR Invalid command specified")
             }
-            spec = sub
+            spec = spec.subcommands[sub]
         }
         guard spec.firstKey > 0 else { return c.error("ERR The command has no key arguments") }
         guard spec.acceptsArgumentCount(argc) else { return c.error("ERR Invalid number of arguments specified for command") }

@@ -106,14 +106,20 @@ struct ClusterNearCacheUnitTests {
         #expect(fill(core, "a", "1"))
     }
 
-    @Test("a channel that leaves flushes; the others keep the table filling, a read in flight keeps nothing")
-    func channelLeaving() throws {
+    /// A core with two registered channels, both up: the table fills.
+    private func coreWithTwoLiveChannels() -> (NearCacheCore, Channel, Channel) {
         let core = core()
         let first = Channel(), second = Channel()
         core.register(first)
         core.register(second)
         core.channelUp(first)
         core.channelUp(second)
+        return (core, first, second)
+    }
+
+    @Test("a channel that leaves flushes; the others keep the table filling, a read in flight keeps nothing")
+    func channelLeaving() throws {
+        let (core, first, second) = coreWithTwoLiveChannels()
         #expect(fill(core, "a", "1"))
         let ticket = try #require(fillableMiss(core, "b"))
         core.unregister(second)
@@ -130,6 +136,24 @@ struct ClusterNearCacheUnitTests {
         #expect(core.statistics.isFilling)
         core.unregister(second)
         #expect(!core.statistics.isFilling)
+    }
+
+    @Test("a channel's subscriber reporting after the channel left changes nothing")
+    func lateReportsOfARetiredChannel() {
+        let (core, first, second) = coreWithTwoLiveChannels()
+        core.unregister(first)
+        #expect(core.statistics.isFilling)
+        // The retired channel's subscriber, mid-reconnect when it was retired, reports once more.
+        core.channelDown(first)
+        #expect(core.statistics.isFilling)
+        core.channelUp(first)
+        #expect(fill(core, "a", "1"))
+        // The remaining channel flaps: the table fills again once it is back.
+        core.channelDown(second)
+        #expect(!core.statistics.isFilling)
+        core.channelUp(second)
+        #expect(core.statistics.isFilling)
+        #expect(fill(core, "b", "2"))
     }
 
     @Test("a topology flush drops everything and refuses reads in flight")

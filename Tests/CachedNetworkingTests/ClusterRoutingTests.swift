@@ -1,3 +1,6 @@
+import CachedTestSupport
+import Foundation
+import Synchronization
 import HTTPTypes
 import NIOCore
 import Testing
@@ -76,6 +79,9 @@ struct ClusterRoutingTests {
         #expect(unknownHost?.node.host == "")
         #expect(unknownHost?.target(answeredBy: .init(host: "10.1.2.3", port: 7000)) == .init(host: "10.1.2.3", port: 7002))
         #expect(moved?.target(answeredBy: .init(host: "10.1.2.3", port: 7000)) == .init(host: "127.0.0.1", port: 6381))
+        // "?" (a node set to announce host names that has none) is read as CLUSTER SLOTS's is: the node that answered.
+        #expect(ClusterRedirection(errorText: "ASK 5 ?:7003")?.target(answeredBy: .init(host: "10.1.2.3", port: 7000))
+            == .init(host: "10.1.2.3", port: 7003))
 
         for text in [
             "ERR unknown command", "MOVED", "MOVED 3999", "MOVED 16384 127.0.0.1:6381", "MOVED -1 h:1", "MOVED x h:1",
@@ -230,5 +236,91 @@ struct ClusterRoutingTests {
         // Different URLs spread out.
         let slots = Set((0..<64).map { ClusterSlots.slot(of: keys.entryKey(generation: 0, method: .get, uri: "https://x/\($0)")) })
         #expect(slots.count > 50)
+    }
+
+    // MARK: calls sent again
+
+    /// A scripted node that serves every slot (its `CLUSTER SLOTS` names itself) and answers other commands
+    /// with `respond` (given the node's port), and a configuration for a store on it: one connection, retries
+    /// for `retryTimeout`.
+    private func singleNodeCluster(
+        retryTimeout: Duration, _ respond: @escaping @Sendable (_ command: [String], _ port: Int) -> [UInt8]
+    ) throws -> (ScriptedServer, RESPClusterStore.Configuration) {
+        let port = try freeLoopbackPort()
+        let node = try ScriptedServer(port: port, concurrent: true) { command in
+            guard command.first?.uppercased() == "CLUSTER" else { return respond(command, port) }
+            return Array("*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:\(port)\r\n$2\r\nn1\r\n".utf8)
+        }
+        var configuration = RESPClusterStore.Configuration(seeds: [.init(host: "127.0.0.1", port: port)])
+        configuration.poolSize = 1
+        configuration.retryTimeout = retryTimeout
+        configuration.minReconnectDelay = .milliseconds(10)
+        return (node, configuration)
+    }
+
+    @Test("a SET NX applied before its connection broke, sent again, counts as set when the key holds its value")
+    func setIfAbsentSentAgain() async throws {
+        // One node serving every slot, which applies the first SET NX and hangs up before answering it.
+        let data = Mutex<(values: [String: String], hungUp: Bool)>(([:], false))
+        let (node, configuration) = try singleNodeCluster(retryTimeout: .seconds(5)) { command, _ in
+            switch command.first?.uppercased() {
+            case "SET" where command.count > 3:
+                let (stored, hangUp): (Bool, Bool) = data.withLock { d in
+                    let stored = d.values[command[1]] == nil
+                    if stored { d.values[command[1]] = command[2] }
+                    defer { d.hungUp = true }
+                    return (stored, !d.hungUp)
+                }
+                if hangUp { return ScriptedServer.hangUp }
+                return Array((stored ? "+OK\r\n" : "$-1\r\n").utf8)
+            case "GET":
+                guard let value = data.withLock({ $0.values[command[1]] }) else { return Array("$-1\r\n".utf8) }
+                return Array("$\(value.utf8.count)\r\n\(value)\r\n".utf8)
+            default:
+                return Array("+OK\r\n".utf8)
+            }
+        }
+        defer { node.stop() }
+        let store = RESPClusterStore(configuration: configuration)
+        #expect(try await store.setIfAbsent("lease", to: ByteBuffer(string: "mine"), ttl: .seconds(10)))
+        #expect(data.withLock { $0.hungUp })
+        // Sent again or not, a key that holds another value was not set by this call.
+        #expect(try await !store.setIfAbsent("lease", to: ByteBuffer(string: "theirs"), ttl: .seconds(10)))
+        await store.shutdown()
+    }
+
+    @Test("ASK then TRYAGAIN, as during a migration, is retried within the retry time, past maxRedirections")
+    func askThenTryAgainIsRetried() async throws {
+        // One node serving every slot, importing and migrating at once: without ASKING it redirects to itself,
+        // with it it answers TRYAGAIN seven times (the keys are moving), then the value.
+        let state = Mutex<(asking: Bool, tryAgains: Int)>((false, 0))
+        let (node, base) = try singleNodeCluster(retryTimeout: .seconds(10)) { command, port in
+            switch command.first?.uppercased() {
+            case "ASKING":
+                state.withLock { $0.asking = true }
+                return Array("+OK\r\n".utf8)
+            case "MGET":
+                let reply: String = state.withLock { s in
+                    defer { s.asking = false }
+                    guard s.asking else { return "-ASK 9189 127.0.0.1:\(port)\r\n" }
+                    guard s.tryAgains >= 7 else {
+                        s.tryAgains += 1
+                        return "-TRYAGAIN Multiple keys request during rehashing of slot\r\n"
+                    }
+                    return "*2\r\n$1\r\n1\r\n$1\r\n2\r\n"
+                }
+                return Array(reply.utf8)
+            default:
+                return Array("+OK\r\n".utf8)
+            }
+        }
+        defer { node.stop() }
+        var configuration = base
+        configuration.maxRedirections = 5
+        let store = RESPClusterStore(configuration: configuration)
+        let values = try await store.get(["{t}k1", "{t}k2"])
+        #expect(values.map { $0.map { String(buffer: $0) } } == ["1", "2"])
+        #expect(state.withLock { $0.tryAgains } == 7)
+        await store.shutdown()
     }
 }

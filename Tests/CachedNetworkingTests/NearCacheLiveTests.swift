@@ -70,6 +70,9 @@ struct NearCacheScenario: Sendable, CustomTestStringConvertible {
             try await $0.serverWithoutTracking()
         },
         .init("without a near cache nothing changes: no subscriber, no tracking") { try await $0.nearCacheIsOptional() },
+        .init("a user whose ACL refuses CLIENT, or the invalidation channel: one warning, and no near cache") {
+            try await $0.aclRefusesTracking()
+        },
     ]
 
     init(_ description: String, _ run: @escaping @Sendable (NearCacheScenarios) async throws -> Void) {
@@ -414,6 +417,36 @@ struct NearCacheScenarios {
         let warnings = log.warnings.filter { $0.contains("near cache") }
         #expect(warnings.count == 1, "\(log.warnings)")
         await store.shutdown()
+        _ = try await offThread { server.stop() }
+    }
+
+    func aclRefusesTracking() async throws {
+        let server = try await offThread { try ServerProcess.start(kind) }
+        // Without CLIENT; and, as Redis 7 gives a new user by default (acl-pubsub-default resetchannels), without
+        // any pub/sub channel.
+        for rule in [["noclient", "&*", "-client"], ["nochannels", "resetchannels"]] {
+            let set = try await offThread {
+                try ExternalProgram.redisCli.run(
+                    ["-p", String(server.port), "ACL", "SETUSER", rule[0], "on", ">pw", "~*", "+@all"] + rule.dropFirst())
+            }
+            #expect(set.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == "OK", "\(set.summary)")
+        }
+        for user in ["noclient", "nochannels"] {
+            let log = CapturedLog()
+            let store = nearCacheStore(port: server.port, logger: log.logger, username: user, password: "pw")
+            let deadline = ContinuousClock.now + .seconds(10)
+            while store.near.disabledReason == nil, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(store.near.disabledReason?.contains("NOPERM") == true, "\(user): \(store.near)")
+            let key = "acl:\(user)"
+            try await store.set(key, to: ByteBuffer(string: "v"), ttl: .seconds(60))
+            for _ in 0..<3 { #expect(try await store.get(key)?.text == "v") }
+            #expect(store.near.hits == 0 && store.near.entries == 0 && !store.near.isFilling, "\(user)")
+            let warnings = log.warnings.filter { $0.contains("near cache") }
+            #expect(warnings.count == 1, "\(user): \(log.warnings)")
+            await store.shutdown()
+        }
         _ = try await offThread { server.stop() }
     }
 

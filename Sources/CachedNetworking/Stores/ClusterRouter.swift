@@ -113,19 +113,31 @@ final class ClusterRouter: Sendable {
     /// - Throws: ``CacheStoreError/Kind/server`` for an error reply other than a redirection or a transient
     ///   cluster error; the last failure when the retry time is up.
     func execute(_ command: RESPCommand, slot: Int) async throws(CacheStoreError) -> RESPReply {
-        let reply = try await execute(pipeline: [command], slot: slot)[0]
-        if case .error(let text) = reply { throw CacheStoreError(.server, text) }
-        return reply
+        try await executeNotingResends(command, slot: slot).reply
+    }
+
+    /// ``execute(_:slot:)``, telling also whether the command was sent again after an attempt whose outcome is
+    /// unknown (its connection broke or timed out after it may have been applied).
+    func executeNotingResends(_ command: RESPCommand, slot: Int) async throws(CacheStoreError) -> (reply: RESPReply, resent: Bool) {
+        let (replies, resent) = try await run(pipeline: [command], slot: slot)
+        if case .error(let text) = replies[0] { throw CacheStoreError(.server, text) }
+        return (replies[0], resent)
     }
 
     /// Sends `commands`, whose keys are all in `slot`, pipelined on one connection to the master of `slot`, as
     /// ``execute(_:slot:)`` does: a redirection or a transient error in any reply sends them all again.
     /// - Returns: the replies in order; error replies other than those are left to the caller.
     func execute(pipeline commands: [RESPCommand], slot: Int) async throws(CacheStoreError) -> [RESPReply] {
+        try await run(pipeline: commands, slot: slot).replies
+    }
+
+    private func run(pipeline commands: [RESPCommand], slot: Int) async throws(CacheStoreError) -> (replies: [RESPReply], resent: Bool) {
         let deadline = monotonicNanoseconds() &+ UInt64(clamping: configuration.retryTimeout.storeNanoseconds)
         var redirect: (node: Node, asking: Bool)?
         var redirections = 0
         var retries = 0
+        // Whether an attempt failed in a way that leaves unknown whether the server applied it.
+        var outcomeUnknown = false
         while true {
             let failure: CacheStoreError
             if let routed = try route(slot: slot, redirect: redirect) {
@@ -160,10 +172,11 @@ final class ClusterRouter: Sendable {
                     failure = CacheStoreError(transient == .clusterDown ? .unreachable : .timeout, "\(node) answered \(text)")
                 case .success((let replies, nil)):
                     if retries > 0 { state.withLock { _ = $0.suspects.remove(node) } }
-                    return replies
+                    return (replies, outcomeUnknown)
                 case .failure(let error):
                     switch error.kind {
                     case .unreachable, .timeout:
+                        outcomeUnknown = true
                         state.withLock { _ = $0.suspects.insert(node) }
                         // A node that cannot be reached may have failed over: ask the others. When none of them
                         // answers either, the whole cluster is out of reach and retrying cannot help.
@@ -174,6 +187,7 @@ final class ClusterRouter: Sendable {
                         failure = CacheStoreError(error.kind, "\(node): \(error.message)")
                     case .closed where !isClosed:
                         // The node left the map while this call was queued on its pool.
+                        outcomeUnknown = true
                         failure = CacheStoreError(.unreachable, "\(node) left the cluster")
                     default:
                         throw error
@@ -188,6 +202,9 @@ final class ClusterRouter: Sendable {
                 failure = CacheStoreError(.unreachable, "no master serves slot \(slot)")
             }
             retries += 1
+            // The bound on redirections is per attempt: a slot being migrated answers ASK and then TRYAGAIN
+            // until the migration of the keys is done, and those retries are bounded by the retry time.
+            redirections = 0
             state.withLock { $0.counters.retried += 1 }
             let now = monotonicNanoseconds()
             guard now < deadline, !Task.isCancelled else { throw failure }

@@ -105,9 +105,10 @@ struct ClusterRedirection: Sendable, Hashable {
         self.node = RESPClusterStore.Node(host: String(host), port: port)
     }
 
-    /// The node to go to, given the node that answered (whose host stands in for an empty one).
+    /// The node to go to, given the node that answered, whose host stands in for an unknown one: empty, or `?`
+    /// (a node set to announce host names that has none), as in `CLUSTER SLOTS`.
     func target(answeredBy node: RESPClusterStore.Node) -> RESPClusterStore.Node {
-        self.node.host.isEmpty ? RESPClusterStore.Node(host: node.host, port: self.node.port) : self.node
+        self.node.host.isEmpty || self.node.host == "?" ? RESPClusterStore.Node(host: node.host, port: self.node.port) : self.node
     }
 }
 

@@ -175,7 +175,7 @@ final class InvalidationSubscriber: Sendable {
         let clientID: Int64
         switch connection.roundTrip(clientIDCommand) {
         case .success(.integer(let id)): clientID = id
-        case .success(.error(let text)) where Self.isUnknownCommand(text): return .unsupported("CLIENT ID: \(text)")
+        case .success(.error(let text)) where Self.isPermanentRefusal(text): return .unsupported("CLIENT ID: \(text)")
         case .success(let other): return .lost("CLIENT ID answered \(other.typeName)", wasSubscribed: false)
         case .failure(let error): return .lost(error.message, wasSubscribed: false)
         }
@@ -183,7 +183,7 @@ final class InvalidationSubscriber: Sendable {
         subscribe.append(Self.channel)
         switch connection.roundTrip(subscribe) {
         case .success(.array(let elements)) where elements.first.map(Self.isBulk("subscribe")) == true: break
-        case .success(.error(let text)) where Self.isUnknownCommand(text): return .unsupported("SUBSCRIBE: \(text)")
+        case .success(.error(let text)) where Self.isPermanentRefusal(text): return .unsupported("SUBSCRIBE: \(text)")
         case .success(let other): return .lost("SUBSCRIBE answered \(other.typeName)", wasSubscribed: false)
         case .failure(let error): return .lost(error.message, wasSubscribed: false)
         }
@@ -269,6 +269,13 @@ final class InvalidationSubscriber: Sendable {
     static func isUnknownCommand(_ text: String) -> Bool {
         let lowered = text.lowercased()
         return lowered.contains("unknown command") || lowered.contains("unknown subcommand")
+    }
+
+    /// Whether an error reply refuses for good what the subscriber needs: an unknown command, or one the user's
+    /// ACL does not allow (`NOPERM`: without `CLIENT`, or without access to the invalidation channel, as under
+    /// Redis 7's default `acl-pubsub-default resetchannels`). Reconnecting would be refused the same way.
+    static func isPermanentRefusal(_ text: String) -> Bool {
+        isUnknownCommand(text) || text.hasPrefix("NOPERM")
     }
 
     private static func isBulk(_ text: String) -> (RESPReply) -> Bool {

@@ -220,22 +220,29 @@ final class NearCacheCore: Sendable {
         if removed { invalidationCounters[.topology]?.increment() }
     }
 
-    /// `channel` is subscribed and its connections track for it from their next batch on.
+    /// `channel` is subscribed and its connections track for it from their next batch on. A channel no longer
+    /// registered (its subscriber reported after the channel was retired) changes nothing.
     func channelUp(_ channel: AnyObject) {
         state.withLock { s in
-            s.liveChannels.insert(ObjectIdentifier(channel))
+            let id = ObjectIdentifier(channel)
+            guard s.channels.contains(id) else { return }
+            s.liveChannels.insert(id)
             if s.disabledReason == nil, s.liveChannels == s.channels { s.table.startFilling() }
         }
     }
 
     /// `channel` lost its subscription or its tracking: everything is dropped and nothing kept until it is back.
+    /// A channel no longer registered changes nothing: what was read from its server was dropped when it left.
     func channelDown(_ channel: AnyObject) {
-        state.withLock { s in
-            s.liveChannels.remove(ObjectIdentifier(channel))
+        let registered: Bool = state.withLock { s in
+            let id = ObjectIdentifier(channel)
+            guard s.channels.contains(id) else { return false }
+            s.liveChannels.remove(id)
             s.table.stopFilling()
             s.invalidations += 1
+            return true
         }
-        invalidationCounters[.disconnect]?.increment()
+        if registered { invalidationCounters[.disconnect]?.increment() }
     }
 
     /// Drops everything and answers nothing more: the store was shut down.

@@ -26,12 +26,12 @@ import NIOCore
 ///   the command is sent again to the named node.
 /// - `ASK` (a slot being migrated, the key already moved): `ASKING` and the command are sent to the named node
 ///   on one connection; the map is not changed.
-/// - `TRYAGAIN`, `CLUSTERDOWN`, `LOADING`, and a master that cannot be reached: the map is refreshed (from
-///   another node) and the command retried with backoff (10 ms doubling to 200 ms) until
-///   ``Configuration/retryTimeout`` has passed. So a call that starts while a master is failing waits for a
-///   replica to be promoted if that happens within the retry time; a call made while no node answers at all
-///   fails at once.
-/// - At most ``Configuration/maxRedirections`` redirections per call.
+/// - `CLUSTERDOWN` and a master that cannot be reached: the map is refreshed (from another node) and the command
+///   retried with backoff (10 ms doubling to 200 ms) until ``Configuration/retryTimeout`` has passed. So a call
+///   that starts while a master is failing waits for a replica to be promoted if that happens within the retry
+///   time; a call made while no node answers at all fails at once.
+/// - `TRYAGAIN` and `LOADING`: the command is retried with backoff, the map unchanged.
+/// - At most ``Configuration/maxRedirections`` redirections per attempt.
 ///
 /// ## Near cache
 ///
@@ -206,13 +206,21 @@ public final class RESPClusterStore: CacheStore {
     }
 
     /// `SET key value NX PX ttl` on the key's master.
+    ///
+    /// When the command had to be sent again after an attempt whose outcome is unknown (a connection that broke
+    /// or timed out, say during a failover) and the second attempt finds the key set, the first attempt may have
+    /// set it: the key is read, and holding `value` counts as set by this call. Give each caller a value of its
+    /// own (a lease token) for that to tell callers apart.
     /// - Returns: true when the key did not exist and now holds `value`.
     /// - Throws: ``CacheStoreError``.
     public func setIfAbsent(_ key: String, to value: ByteBuffer, ttl: Duration) async throws(CacheStoreError) -> Bool {
-        try await nearCache.writing([key]) { () throws(CacheStoreError) in
-            try StoreCommands.stored(
-                bySetIfAbsent: try await router.execute(
-                    StoreCommands.setIfAbsent(key, to: value, ttl: ttl), slot: ClusterSlots.slot(of: key)))
+        let slot = ClusterSlots.slot(of: key)
+        return try await nearCache.writing([key]) { () throws(CacheStoreError) in
+            let (reply, resent) = try await router.executeNotingResends(
+                StoreCommands.setIfAbsent(key, to: value, ttl: ttl), slot: slot)
+            if try StoreCommands.stored(bySetIfAbsent: reply) { return true }
+            guard resent else { return false }
+            return try StoreCommands.value(ofGet: try await router.execute(StoreCommands.get(key), slot: slot)) == value
         }
     }
 

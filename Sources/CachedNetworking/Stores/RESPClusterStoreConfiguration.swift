@@ -22,8 +22,8 @@ extension RESPClusterStore {
         /// time; one under way still ends within ``connectTimeout`` and ``commandTimeout``. Redirections
         /// (`MOVED`, `ASK`) are followed at once and count against ``maxRedirections`` instead. Default 2 seconds.
         public var retryTimeout: Duration
-        /// The most `MOVED` and `ASK` redirections one call follows before failing with
-        /// ``CacheStoreError/Kind/server``. Default 5.
+        /// The most `MOVED` and `ASK` redirections one attempt of a call follows before the call fails with
+        /// ``CacheStoreError/Kind/server``; a retry (after `TRYAGAIN`, say) starts the count again. Default 5.
         public var maxRedirections: Int
         /// The most commands a connection sends together before reading their replies. Default 64.
         public var maxPipelineDepth: Int

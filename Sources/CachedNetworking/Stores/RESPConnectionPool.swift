@@ -577,7 +577,12 @@ final class ConditionLock: @unchecked Sendable {
         pthread_mutex_init(mutex, nil)
         conditionCount = count
         conditions = .allocate(capacity: count)
-        for i in 0..<count { pthread_cond_init(conditions + i, nil) }
+        // Timed waits count on the monotonic clock, so that a step of the wall clock neither stretches nor cuts them.
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        for i in 0..<count { pthread_cond_init(conditions + i, &attributes) }
+        pthread_condattr_destroy(&attributes)
     }
 
     deinit {
@@ -603,7 +608,7 @@ final class ConditionLock: @unchecked Sendable {
     /// - Returns: true when the time ran out (rather than a signal, or a spurious wake-up).
     func wait(_ index: Int, nanoseconds: UInt64) -> Bool {
         var deadline = timespec()
-        clock_gettime(CLOCK_REALTIME, &deadline)
+        clock_gettime(CLOCK_MONOTONIC, &deadline)
         let total = UInt64(deadline.tv_nsec) + nanoseconds
         deadline.tv_sec += Int(total / 1_000_000_000)
         deadline.tv_nsec = Int(total % 1_000_000_000)

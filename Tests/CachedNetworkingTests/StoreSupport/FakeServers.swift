@@ -19,15 +19,19 @@ final class SilentListener: @unchecked Sendable {
 }
 
 /// A minimal RESP server on a thread of its own, for replies no real server gives (wrong types) and for
-/// watching how the client writes. Each connection is served in turn: it reads whatever arrived, splits it
-/// into commands, and answers each with `respond(command)` (raw reply bytes).
+/// watching how the client writes. Each connection is served in turn (or each on a thread of its own): it reads
+/// whatever arrived, splits it into commands, and answers each with `respond(command)` (raw reply bytes).
 final class ScriptedServer: @unchecked Sendable {
     typealias Responder = @Sendable (_ command: [String]) -> [UInt8]
+
+    /// A reply that is not sent: the server closes the connection instead (after the replies before it).
+    static let hangUp: [UInt8] = Array("<hang up>".utf8)
 
     let port: Int
     private let listener: Int32
     private let respond: Responder
     private let replyDelay: useconds_t
+    private let concurrent: Bool
     private let lock = NSLock()
     private var commandsPerRead: [Int] = []
     private var stopped = false
@@ -35,10 +39,12 @@ final class ScriptedServer: @unchecked Sendable {
     /// - Parameters:
     ///   - replyDelay: how long to wait after each read before answering, so that a pipelining client has
     ///     time to queue more commands.
-    ///   - respond: the raw reply to a command.
+    ///   - concurrent: serve each connection on a thread of its own, for clients that keep several open.
+    ///   - respond: the raw reply to a command, or ``hangUp``.
     ///   - port: the loopback port to listen on; 0 for any free one.
-    init(port: Int = 0, replyDelay: Duration = .zero, respond: @escaping Responder) throws {
+    init(port: Int = 0, replyDelay: Duration = .zero, concurrent: Bool = false, respond: @escaping Responder) throws {
         self.respond = respond
+        self.concurrent = concurrent
         self.replyDelay = useconds_t(replyDelay.components.seconds * 1_000_000 + replyDelay.components.attoseconds / 1_000_000_000_000)
         (listener, self.port) = try listenOnLoopback(port: port, reuseAddress: true)
         Thread { [self] in serve() }.start()
@@ -62,8 +68,15 @@ final class ScriptedServer: @unchecked Sendable {
         while !lock.withLock({ stopped }) {
             let client = accept(listener, nil, nil)
             guard client >= 0 else { return }
-            serve(client: client)
-            close(client)
+            if concurrent {
+                Thread { [self] in
+                    serve(client: client)
+                    close(client)
+                }.start()
+            } else {
+                serve(client: client)
+                close(client)
+            }
         }
     }
 
@@ -83,13 +96,22 @@ final class ScriptedServer: @unchecked Sendable {
             lock.withLock { commandsPerRead.append(commands.count) }
             if replyDelay > 0 { usleep(replyDelay) }
             var out: [UInt8] = []
-            for command in commands { out += respond(command) }
+            var hangUp = false
+            for command in commands {
+                let reply = respond(command)
+                if reply == Self.hangUp {
+                    hangUp = true
+                    break
+                }
+                out += reply
+            }
             var written = 0
             while written < out.count {
                 let w = out[written...].withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
                 guard w > 0 else { return }
                 written += w
             }
+            if hangUp { return }  // the caller closes the connection
         }
     }
 

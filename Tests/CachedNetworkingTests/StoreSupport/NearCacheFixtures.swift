@@ -70,9 +70,11 @@ func nearCacheStore(
     maxBytes: Int = 4 << 20,
     poolSize: Int = 2,
     metrics: (any MetricsFactory)? = nil,
-    logger: Logger = RESPStore.disabledLogger
+    logger: Logger = RESPStore.disabledLogger,
+    username: String? = nil,
+    password: String? = nil
 ) -> RESPStore {
-    var configuration = RESPStore.Configuration(host: "127.0.0.1", port: port)
+    var configuration = RESPStore.Configuration(host: "127.0.0.1", port: port, username: username, password: password)
     configuration.poolSize = poolSize
     configuration.commandTimeout = .seconds(5)
     configuration.minReconnectDelay = .milliseconds(20)

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// All databases of a server: the storage engine's root.
 ///
 /// Each database is split into ``shardCount`` shards by the top bits of the key's hash; each shard has its
@@ -40,16 +42,32 @@ public final class Keyspace: Sendable {
         }
     }
 
+    /// The most keys one shard gives up before ``evict(database:shardIndex:now:)`` moves to the next.
+    package static let evictionsPerVisit = 4
+
     /// Evicts keys by the budget's policy until used memory is within the limit, as Redis's
     /// `performEvictions` does before a command that may allocate. Returns false when it could not get
     /// under the limit: the policy is `noeviction`, or no shard has a key the policy may evict.
     ///
-    /// It starts with shard `shardIndex` of database `database` (the shard the command writes to) and
-    /// evicts there while that shard has candidates, so the work falls on the shards that grow and no
-    /// lock but one shard's is held at a time; it moves on to the next shards only when one runs dry.
+    /// It starts with shard `shardIndex` of database `database` (the shard the command writes to), so that
+    /// the work of a write falls on the shard that grows and no lock but one shard's is held at a time. A
+    /// shard gives up at most ``evictionsPerVisit`` keys before the next shard takes its turn: a large
+    /// excess (a lowered limit) is taken from every shard alike, each choosing its victims by the policy,
+    /// instead of emptying the first shards whatever their keys' use.
+    ///
+    /// When other databases than `database` held keys at the last ``refreshDatabasesInUse()``, each key is
+    /// chosen among those databases too, as Redis samples every database: under LRU, LFU and volatile-ttl the
+    /// best candidate of the written database's shard and of the same shard of each other database is
+    /// evicted; under the other policies the databases take turns.
     package func evict(database: Int, shardIndex: Int, now: Int64) -> Bool {
         guard budget.isOverLimit else { return true }
         if budget.policy == .noEviction { return false }
+        let inUse = databasesInUse.load(ordering: .relaxed)
+        if inUse & ~Self.databaseBit(database) != 0,
+            evictAcrossDatabases(inUse | Self.databaseBit(database), from: shardIndex, now: now)
+        {
+            return true
+        }
         let total = databases.count * Self.shardCount
         var position = database * Self.shardCount + shardIndex
         var fruitless = 0
@@ -61,8 +79,10 @@ public final class Keyspace: Sendable {
             shard.lock.lock()
             var evicted = false
             var before = shard.usedBytes
-            while excess > 0 && shard.evictOne(now: now) {
+            var taken = 0
+            while excess > 0 && taken < Self.evictionsPerVisit && shard.evictOne(now: now) {
                 evicted = true
+                taken += 1
                 excess -= before - shard.usedBytes
                 before = shard.usedBytes
             }
@@ -75,6 +95,83 @@ public final class Keyspace: Sendable {
                 if fruitless >= total { return false }
             }
             if excess > 0 { position = (position + 1) % total }
+        }
+        return true
+    }
+
+    /// Databases that held keys at the last ``refreshDatabasesInUse()``: bit `d` for database `d`, bit 63 for
+    /// every database from 63 on.
+    private let databasesInUse = Atomic<UInt64>(0)
+
+    @inline(__always)
+    private static func databaseBit(_ database: Int) -> UInt64 { 1 << UInt64(min(database, 63)) }
+
+    /// Notes which databases hold keys, for ``evict(database:shardIndex:now:)`` to choose among them. It looks
+    /// at shards until it finds a key, so an empty database costs a look at each of its shards: call it now and
+    /// then (the server's sweeper does, once a second while `maxmemory` is set), not per command.
+    package func refreshDatabasesInUse() {
+        var mask: UInt64 = 0
+        for (index, db) in databases.enumerated() where mask & Self.databaseBit(index) == 0 {
+            for shard in db.shards {
+                shard.lock.lock()
+                let holdsKeys = shard.count > 0
+                shard.lock.unlock()
+                if holdsKeys {
+                    mask |= Self.databaseBit(index)
+                    break
+                }
+            }
+        }
+        databasesInUse.store(mask, ordering: .relaxed)
+    }
+
+    /// ``evict(database:shardIndex:now:)`` among the databases of `mask`, one key at a time, moving to the next
+    /// shard index after each. False when it could not get under the limit (no shard index has a candidate
+    /// in those databases); the caller then walks every shard.
+    private func evictAcrossDatabases(_ mask: UInt64, from shardIndex: Int, now: Int64) -> Bool {
+        let scored = budget.policy.hasScores
+        var index = shardIndex
+        var turn = shardIndex
+        var fruitless = 0
+        var excess = budget.usedBytes - budget.limitBytes.load(ordering: .relaxed)
+        while excess > 0 {
+            var best: (database: Int, candidate: (index: Int, slot: UInt64, score: Int))?
+            var chosen: Int?
+            // The databases in turn from `turn`, so that ties (and unscored policies) rotate among them.
+            for step in 0..<databases.count {
+                let d = (turn + step) % databases.count
+                guard mask & Self.databaseBit(d) != 0 else { continue }
+                let shard = databases[d].shards[index]
+                if scored {
+                    shard.lock.lock()
+                    let candidate = shard.victimCandidate(now: now)
+                    shard.lock.unlock()
+                    if let candidate, best.map({ candidate.score > $0.candidate.score }) ?? true { best = (d, candidate) }
+                } else {
+                    shard.lock.lock()
+                    let has = shard.count > 0 && (!budget.policy.volatileOnly || shard.expiresCount > 0)
+                    shard.lock.unlock()
+                    if has {
+                        chosen = d
+                        break
+                    }
+                }
+            }
+            if let d = best?.database ?? chosen {
+                let shard = databases[d].shards[index]
+                shard.lock.lock()
+                let before = shard.usedBytes
+                let evicted = best.map { shard.evict(candidate: $0.candidate) } ?? false || shard.evictOne(now: now)
+                excess -= before - shard.usedBytes
+                shard.flushAccounting()
+                shard.lock.unlock()
+                fruitless = evicted ? 0 : fruitless + 1
+                turn = d + 1
+            } else {
+                fruitless += 1
+            }
+            if fruitless >= Self.shardCount { return false }
+            index = (index + 1) % Self.shardCount
         }
         return true
     }

@@ -22,6 +22,15 @@ import Synchronization
     /// (see ``Shard/evictOne(now:)``). The default.
     case allKeysSieve
 
+    /// Whether candidates have a score that compares across shards (LRU's idle time, LFU's rarity, the
+    /// nearness of expiry), rather than being taken in turn (random, SIEVE's hand).
+    package var hasScores: Bool {
+        switch self {
+        case .allKeysLRU, .volatileLRU, .allKeysLFU, .volatileLFU, .volatileTTL: true
+        default: false
+        }
+    }
+
     /// Whether only keys with a TTL may be evicted.
     @inlinable
     package var volatileOnly: Bool {

@@ -80,38 +80,61 @@ extension Shard {
     /// volatile policies), or the policy is `noeviction`.
     @discardableResult
     package func evictOne(now: Int64) -> Bool {
+        guard let victim = chooseVictim(now: now) else { return false }
+        evict(at: victim.index)
+        return true
+    }
+
+    /// The key ``evictOne(now:)`` would remove at `now`, without removing it: its slot, the slot's content
+    /// (to tell, under the lock again, that it still holds that key), and how good a victim it is by the
+    /// policy, higher being better (idle time for LRU, rarity for LFU, nearness of expiry for volatile-ttl;
+    /// 0 for the others). Scores of shards of one keyspace compare. nil when there is no candidate.
+    package func victimCandidate(now: Int64) -> (index: Int, slot: UInt64, score: Int)? {
+        guard let slots, let victim = chooseVictim(now: now) else { return nil }
+        return (victim.index, slots[victim.index], victim.score)
+    }
+
+    /// Removes the candidate ``victimCandidate(now:)`` named if its slot still holds it; false otherwise.
+    package func evict(candidate: (index: Int, slot: UInt64, score: Int)) -> Bool {
+        guard let slots, candidate.index < capacity, slots[candidate.index] == candidate.slot, candidate.slot != 0
+        else { return false }
+        evict(at: candidate.index)
+        return true
+    }
+
+    private func evict(at index: Int) {
+        if removals.isEnabled { removals.record(entry(at: index).key) }
+        remove(at: index)
+        evictedKeys &+= 1
+    }
+
+    private func chooseVictim(now: Int64) -> (index: Int, score: Int)? {
         let policy = budget.policy
-        guard count > 0, let slots else { return false }
-        if policy.volatileOnly && expiresCount == 0 { return false }
-        let victim: Int?
+        guard count > 0, let slots else { return nil }
+        if policy.volatileOnly && expiresCount == 0 { return nil }
         switch policy {
         case .noEviction:
-            return false
+            return nil
         case .allKeysSieve:
-            victim = sieveVictim(slots)
+            return sieveVictim(slots).map { ($0, 0) }
         case .allKeysRandom, .volatileRandom:
-            victim = sampleVictim(slots, samples: 1, volatileOnly: policy.volatileOnly) { _ in 0 }
+            return sampleVictim(slots, samples: 1, volatileOnly: policy.volatileOnly) { _ in 0 }
         case .allKeysLRU, .volatileLRU:
             let clock = Self.lruClock(now)
-            victim = sampleVictim(slots, samples: budget.samples.load(ordering: .relaxed), volatileOnly: policy.volatileOnly) {
+            return sampleVictim(slots, samples: budget.samples.load(ordering: .relaxed), volatileOnly: policy.volatileOnly) {
                 // Idle time in clock units, modulo the clock's wrap.
                 Int((clock &- $0.access) & Self.stampMask)
             }
         case .allKeysLFU, .volatileLFU:
-            victim = sampleVictim(slots, samples: budget.samples.load(ordering: .relaxed), volatileOnly: policy.volatileOnly) {
+            return sampleVictim(slots, samples: budget.samples.load(ordering: .relaxed), volatileOnly: policy.volatileOnly) {
                 255 - Int(lfuDecayedCounter($0.access, now: now))
             }
         case .volatileTTL:
-            victim = sampleVictim(slots, samples: budget.samples.load(ordering: .relaxed), volatileOnly: true) {
+            return sampleVictim(slots, samples: budget.samples.load(ordering: .relaxed), volatileOnly: true) {
                 // The sooner it expires, the better a victim.
                 Int.max - Int($0.expiry ?? .max)
             }
         }
-        guard let victim else { return false }
-        if removals.isEnabled { removals.record(entry(at: victim).key) }
-        remove(at: victim)
-        evictedKeys &+= 1
-        return true
     }
 
     /// The default policy's choice: the hand walks the table in slot order from where it stopped; an entry
@@ -148,7 +171,7 @@ extension Shard {
     /// shard holds at most `samples` candidates, every one of them is considered.
     private func sampleVictim(
         _ slots: UnsafeMutablePointer<UInt64>, samples: Int, volatileOnly: Bool, score: (Entry) -> Int
-    ) -> Int? {
+    ) -> (index: Int, score: Int)? {
         let mask = capacity - 1
         var i = Int(truncatingIfNeeded: nextRandom()) & mask
         var best: (index: Int, score: Int)?
@@ -167,6 +190,6 @@ extension Shard {
             i = (i + 1) & mask
             steps += 1
         }
-        return best?.index
+        return best
     }
 }

@@ -245,6 +245,73 @@ struct MemoryBudgetTests {
         #expect(keyspace.evict(database: 0, shardIndex: 3, now: start))
         #expect(keyspace.totalKeys < 1000)
     }
+
+    /// A keyspace of eight databases under `policy`: `cold` keys in database 5 and `warm` keys in database 0,
+    /// made by `fill`, then a limit `excessKeys` keys' worth below what they use; evicts from database 0's side
+    /// (as a write to database 0 would) and returns what each database kept.
+    func evictAcross(
+        _ policy: EvictionPolicy, cold: Int, warm: Int, excessKeys: Int, now: Int64,
+        fill: (_ database: Int, _ key: [UInt8], _ shard: Shard) -> Void
+    ) -> (database0: Int, database5: Int) {
+        let keyspace = Keyspace(databases: 8)
+        keyspace.budget.setPolicy(policy)
+        keyspace.budget.samples.store(16, ordering: .relaxed)
+        for (database, count) in [(5, cold), (0, warm)] {
+            for i in 0..<count {
+                let k = key(database * 100_000 + i)
+                fill(database, k, keyspace.databases[database].shard(for: hashOf(k)))
+            }
+        }
+        keyspace.flushAccounting()
+        let perKey = keyspace.budget.datasetBytes.load(ordering: .relaxed) / (cold + warm)
+        keyspace.budget.setLimit(keyspace.budget.datasetBytes.load(ordering: .relaxed) - excessKeys * perKey)
+        keyspace.refreshDatabasesInUse()
+        #expect(keyspace.evict(database: 0, shardIndex: 9, now: now))
+        return (keyspace.databases[0].count, keyspace.databases[5].count)
+    }
+
+    @Test("Keyspace.evict chooses among every database holding keys: LRU takes another database's idle keys first")
+    func evictAcrossDatabasesLRU() {
+        let kept = evictAcross(.allKeysLRU, cold: 2000, warm: 1000, excessKeys: 1000, now: start + 61_000) { database, k, shard in
+            shard.put(k, Array(repeating: 1, count: 100), now: start)
+            if database == 0 { shard.read(k, now: start + 60_000) }
+        }
+        #expect(kept.database0 >= 940, "\(kept)")
+        #expect(kept.database5 <= 1060, "\(kept)")
+    }
+
+    @Test("Keyspace.evict chooses among every database holding keys: volatile-ttl takes the soonest expiry, wherever it is")
+    func evictAcrossDatabasesTTL() {
+        let kept = evictAcross(.volatileTTL, cold: 2000, warm: 1000, excessKeys: 1000, now: start) { database, k, shard in
+            shard.put(k, Array(repeating: 1, count: 100), expiry: start + (database == 5 ? 60_000 : 100_000_000))
+        }
+        #expect(kept.database0 >= 940, "\(kept)")
+    }
+
+    @Test("Keyspace.evict chooses among every database holding keys: random takes them in turn")
+    func evictAcrossDatabasesRandom() {
+        let kept = evictAcross(.allKeysRandom, cold: 3000, warm: 2000, excessKeys: 2000, now: start) { _, k, shard in
+            shard.put(k, Array(repeating: 1, count: 100))
+        }
+        // About a thousand from each.
+        #expect((800...1200).contains(kept.database0), "\(kept)")
+        #expect((1800...2200).contains(kept.database5), "\(kept)")
+    }
+
+    @Test("a large excess is taken from every shard, each by its policy, not by emptying the first shards")
+    func evictSpreads() {
+        let keyspace = Keyspace(databases: 1)
+        keyspace.budget.setPolicy(.allKeysLRU)
+        let db = keyspace.databases[0]
+        for i in 0..<10_000 { db.shard(for: hashOf(key(i))).put(key(i), Array(repeating: 2, count: 100), now: start) }
+        // The last thousand are read later: an LRU keeps them while it evicts half the keys.
+        for i in 9_000..<10_000 { db.shard(for: hashOf(key(i))).read(key(i), now: start + 60_000) }
+        keyspace.flushAccounting()
+        keyspace.budget.setLimit(keyspace.budget.datasetBytes.load(ordering: .relaxed) / 2)
+        #expect(keyspace.evict(database: 0, shardIndex: 0, now: start + 61_000))
+        let kept = (9_000..<10_000).filter { db.shard(for: hashOf(key($0))).holds(key($0)) }.count
+        #expect(kept >= 950, "\(kept) of the 1,000 keys read last")
+    }
 }
 
 extension Shard {

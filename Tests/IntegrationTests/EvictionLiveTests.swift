@@ -64,6 +64,36 @@ struct EvictionLiveTests {
         print("eviction live: base RSS \(base), peak RSS \(peak), bound \(bound), keys \(count), evicted \(stats["evicted_keys"] ?? "?")")
     }
 
+    @Test("CONFIG SET maxmemory below the memory in use evicts down to it with no write; keys read since survive",
+          arguments: [ServerProcess.Kind.redis, .cached])
+    func loweredLimitEvictsWithoutWrites(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind, arguments: ["--maxmemory-policy", "allkeys-lru"])
+        defer { server.stop() }
+        let connection = try server.connect()
+        let value = String(repeating: "v", count: 1_000)
+        for start in stride(from: 0, to: 10_000, by: 500) {
+            for i in start..<(start + 500) { try connection.append("SET", "key:\(i)", value) }
+            for _ in 0..<500 { #expect(try connection.reply() == .ok) }
+        }
+        func used() throws -> Int { Int(try Self.info(connection, "memory")["used_memory"] ?? "") ?? 0 }
+        let before = try used()
+        // The last thousand keys are read after the others: an LRU keeps them.
+        Thread.sleep(forTimeInterval: 1.1)
+        for i in 9_000..<10_000 { try connection.append("GET", "key:\(i)") }
+        for _ in 9_000..<10_000 { _ = try connection.reply() }
+        let limit = before / 2
+        #expect(try connection.command("CONFIG", "SET", "maxmemory", String(limit)) == .ok)
+        // Only reads and INFO from here on.
+        try poll("used_memory within maxmemory", timeout: 5) { try used() <= limit }
+        let evicted = Int(try Self.info(connection, "stats")["evicted_keys"] ?? "") ?? 0
+        let keys = try connection.command("DBSIZE")
+        #expect(evicted > 2_000, "\(evicted) evicted")
+        #expect(keys == .integer(Int64(10_000 - evicted)))
+        var kept = 0
+        for i in 9_000..<10_000 where try connection.command("EXISTS", "key:\(i)") == .integer(1) { kept += 1 }
+        #expect(kept > 900, "\(kept) of the 1,000 keys read last are kept")
+    }
+
     @Test("--maxmemory-policy noeviction: writes past the limit get the OOM error; GET and DEL still work",
           arguments: [ServerProcess.Kind.redis, .cached])
     func noEviction(_ kind: ServerProcess.Kind) throws {

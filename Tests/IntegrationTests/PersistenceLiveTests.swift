@@ -129,6 +129,73 @@ struct PersistenceLiveTests {
         #expect(server.waitForExit(timeout: 10) == 0)
     }
 
+    @Test(
+        "a background save that fails: writes and PING get MISCONF in Redis's words, reads work, until a save succeeds",
+        arguments: [ServerProcess.Kind.cached, .redis])
+    func writesRefusedWhileSavesFail(_ kind: ServerProcess.Kind) throws {
+        let data = try DataDirectory()
+        let server = try ServerProcess.start(
+            kind, arguments: ["--dir", data.path, "--dbfilename", "snap.db", "--save", "3600 1"])
+        defer { server.stop() }
+        let c = try server.connect()
+        #expect(try c.command("SET", "k", "v") == .ok)
+        // A non-empty directory where the snapshot goes: renaming the written file over it fails.
+        try FileManager.default.createDirectory(atPath: data.path + "/snap.db/in-the-way", withIntermediateDirectories: true)
+        func saveFinished(_ status: String) throws {
+            try poll("the background save to end (\(status))", timeout: 15) {
+                try info(c, "rdb_bgsave_in_progress") == "0" && info(c, "rdb_last_bgsave_status") == status
+            }
+        }
+        #expect(try c.command("BGSAVE") == .status("Background saving started"))
+        try saveFinished("err")
+
+        let refusal = RedisReply.error(
+            "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.")
+        #expect(try c.command("SET", "k", "w") == refusal)
+        #expect(try c.command("DEL", "k") == refusal)
+        #expect(try c.command("PING") == refusal)
+        #expect(try c.command("GET", "k") == .bulk("v"))
+        #expect(try c.command("DBSIZE") == .integer(1))
+        // Turned off, writes go through; without save points there is nothing to protect.
+        #expect(try c.command("CONFIG", "SET", "stop-writes-on-bgsave-error", "no") == .ok)
+        #expect(try c.command("SET", "k", "w") == .ok)
+        #expect(try c.command("CONFIG", "SET", "stop-writes-on-bgsave-error", "yes") == .ok)
+        #expect(try c.command("SET", "k", "x") == refusal)
+        #expect(try c.command("CONFIG", "SET", "save", "") == .ok)
+        #expect(try c.command("SET", "k", "x") == .ok)
+        #expect(try c.command("CONFIG", "SET", "save", "3600 1") == .ok)
+        #expect(try c.command("SET", "k", "y") == refusal)
+
+        // Once a save succeeds, writes are accepted again.
+        try FileManager.default.removeItem(atPath: data.path + "/snap.db")
+        #expect(try c.command("BGSAVE") == .status("Background saving started"))
+        try saveFinished("ok")
+        #expect(try c.command("SET", "k", "z") == .ok)
+        #expect(try c.command("PING") == .status("PONG"))
+    }
+
+    @Test("FLUSHALL with save points saves the empty dataset at once: killed right after, the server restarts empty",
+        arguments: [ServerProcess.Kind.cached, .redis])
+    func flushAllSaves(_ kind: ServerProcess.Kind) throws {
+        let data = try DataDirectory()
+        let arguments = ["--dir", data.path, "--dbfilename", "snap.db", "--save", "3600 1"]
+        let server = try ServerProcess.start(kind, arguments: arguments)
+        let c = try server.connect()
+        #expect(try c.command("SET", "a", "1") == .ok)
+        #expect(try c.command("SET", "b", "2") == .ok)
+        #expect(try c.command("SAVE") == .ok)
+        #expect(try c.command("SELECT", "3") == .ok)
+        #expect(try c.command("FLUSHALL") == .ok)
+        #expect(try info(c, "rdb_changes_since_last_save") == "0")
+        kill(server.pid, SIGKILL)
+        #expect(server.waitForExit(timeout: 10) == 128 + SIGKILL)
+        server.stop()
+
+        let restarted = try ServerProcess.start(kind, arguments: arguments)
+        defer { restarted.stop() }
+        #expect(try restarted.connect().command("DBSIZE") == .integer(0))
+    }
+
     @Test("save 1 1: a write is saved in the background within seconds; the log names the save point")
     func schedule() throws {
         let data = try DataDirectory()

@@ -48,6 +48,13 @@ package enum CommandExecutor {
             // Evicted keys are invalidated once the command is done.
             tracking = tracking || server.tracking.isActive
         }
+        // As Redis: while background saves fail, writes (and PING, so that health checks notice) are refused.
+        if server.snapshots.refusesWrites(server.config),
+            command.flags.contains(.write) || server.commands.commands[index].name == "ping"
+        {
+            reply.writeRESPError(ReplyError.backgroundSaveFailed)
+            return
+        }
         var context = CommandContext(
             arguments: arguments, session: session, server: server, now: now, reply: reply, tracking: tracking)
         reply = ByteBuffer()  // hand the buffer over without a copy-on-write

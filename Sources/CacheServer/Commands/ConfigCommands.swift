@@ -27,7 +27,15 @@ package enum ConfigCommands {
                     }
                     config = updated
                 }
-                if changes.contains(where: { $0.name.lowercased() == "maxmemory" }) { c.server.warnIfMaxMemoryTooSmall() }
+                if changes.contains(where: { ["maxmemory", "maxmemory-policy"].contains($0.name.lowercased()) }) {
+                    c.server.warnIfMaxMemoryTooSmall()
+                    // As Redis: a lower limit evicts at once, not at the next write.
+                    if !c.server.evictToLimit(now: c.now) {
+                        c.server.logger.warning(
+                            "maxmemory is below the memory in use and the policy cannot evict enough: writes that need memory are refused until it is raised",
+                            metadata: ["maxmemory": "\(c.server.config.maxMemory)", "maxmemory-policy": "\(c.server.config.maxMemoryPolicy.rawValue)"])
+                    }
+                }
                 c.ok()
             } catch {
                 c.error(error.configSetReply)

@@ -14,6 +14,10 @@ package enum ReplyError {
     package static let stringTooLong: StaticString = "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
     package static let outOfMemory: StaticString = "OOM command not allowed when used memory > 'maxmemory'."
     package static let noAuth: StaticString = "NOAUTH Authentication required."
+    /// Redis's reply to a write while its background saves fail (`stop-writes-on-bgsave-error`), word for word:
+    /// clients and tools recognize it.
+    package static let backgroundSaveFailed: StaticString =
+        "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error."
     package static let wrongPass: StaticString =
         "WRONGPASS invalid username-password pair or user is disabled."
     package static let authNotConfigured: StaticString =

@@ -262,6 +262,7 @@ extension ConfigurationDirective {
         // Not a Redis directive: Redis's event loop sleeps as soon as it has nothing to do.
         .integer("busy-poll", .runtime, \.busyPoll, in: 0...100_000),
         saveDirective,
+        .boolean("stop-writes-on-bgsave-error", .runtime, \.stopWritesOnBackgroundSaveError),
         .boolean("appendonly", .runtime, \.appendOnly),
         directoryDirective,
         .string("dbfilename", .protected, \.dbFilename) { name in

@@ -121,6 +121,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// writes none on a schedule; `SAVE`, `BGSAVE` and `SHUTDOWN SAVE` still do.
     public var savePoints: [SavePoint] = []
 
+    /// Whether write commands (and PING) are refused with `MISCONF` while the last background save failed and
+    /// save points are set (`stop-writes-on-bgsave-error`, on by default as in Redis): clients learn that their
+    /// writes would not survive a restart instead of losing them silently. A successful save lifts it.
+    public var stopWritesOnBackgroundSaveError: Bool = true
+
     /// Whether the append-only file is on (`appendonly`). Accepted and reported
     /// for compatibility; this server never writes one.
     public var appendOnly: Bool = false

@@ -347,11 +347,13 @@ final class ExpirySweeper: Sendable {
                 if state.clock.nowMilliseconds() - started >= Int64(period / 4) { break }
             }
             // The sweep made the dataset total exact; refresh the heap's other part, which only maxmemory reads
-            // (reading the allocator's statistics costs tens of microseconds: not on every tick without a limit).
+            // (reading the allocator's statistics costs tens of microseconds: not on every tick without a limit),
+            // and evict if memory is over the limit without a write to do it (a snapshot loaded at start).
             let budget = state.keyspace.budget
             if budget.limitBytes.load(ordering: .relaxed) > 0 {
                 let overhead = EntryMemory.overheadBytes(datasetBytes: budget.datasetBytes.load(ordering: .relaxed))
                 budget.overheadBytes.store(overhead, ordering: .relaxed)
+                state.evictToLimit(now: state.clock.nowMilliseconds())
             }
             let now = state.clock.nowMilliseconds()
             // Pages the allocator holds free go back to the system as they age (its decay time is 1 s), as long as
@@ -377,6 +379,8 @@ final class ExpirySweeper: Sendable {
                 lastSample = (now, commands)
             }
             if now - lastIdleCheck >= 1000 {
+                // Eviction chooses among the databases that hold keys.
+                if budget.limitBytes.load(ordering: .relaxed) > 0 { state.keyspace.refreshDatabasesInUse() }
                 closeIdleClients(now: now)
                 lastIdleCheck = now
             }

@@ -17,6 +17,8 @@ package final class ServerState: Sendable {
     /// Client-side caching: CLIENT TRACKING's clients and the keys they may hold.
     package let tracking: TrackingTable
     package let stats = ServerStats()
+    /// Where ``evictToLimit(now:)`` starts next.
+    private let evictionStart = Atomic<Int>(0)
     /// Snapshot saves and the startup load.
     package let snapshots: SnapshotCoordinator
     package let logger: Logger
@@ -89,6 +91,22 @@ package final class ServerState: Sendable {
     private static func limits(for config: ServerConfiguration) -> (parser: RESPRequestLimits, queryBuffer: Int, output: ServerConfiguration.OutputBufferLimits) {
         let parser = RESPRequestLimits(maxBulkLength: config.protoMaxBulkLength, maxInlineLength: config.protoInlineMaxSize)
         return (parser, config.clientQueryBufferLimit, config.clientOutputBufferLimits)
+    }
+
+    /// Evicts until used memory is within `maxmemory` (if the policy lets it), as Redis does at once when the
+    /// limit is lowered and before any command while memory is over it: here when the limit or the policy
+    /// changes, and on every sweeper cycle (after a snapshot load larger than the limit, say). Writes evict for
+    /// themselves. Tracking clients hear of the evicted keys. Returns false when memory stays over the limit.
+    @discardableResult
+    package func evictToLimit(now: Int64) -> Bool {
+        let budget = keyspace.budget
+        guard budget.isOverLimit else { return true }
+        keyspace.refreshDatabasesInUse()
+        // Start at another shard each time, so that no shard is emptied first.
+        let start = evictionStart.wrappingAdd(1, ordering: .relaxed).newValue % Keyspace.shardCount
+        let done = keyspace.evict(database: 0, shardIndex: start, now: now)
+        sendBackgroundInvalidations(tableLimit: config.trackingTableMaxKeys)
+        return done
     }
 
     /// Warns when `maxmemory` is below what the server's heap holds besides the keys: then no write fits,

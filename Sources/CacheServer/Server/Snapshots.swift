@@ -2,6 +2,7 @@ import CThreadName
 import CacheCore
 import Foundation
 import Logging
+import Synchronization
 
 extension ServerConfiguration {
     /// Where snapshots are written and read: `dir`/`dbfilename`.
@@ -51,6 +52,9 @@ package final class SnapshotCoordinator: @unchecked Sendable {
     /// After a failed scheduled save, wait this long before the next try (Redis's CONFIG_BGSAVE_RETRY_DELAY).
     package static let retryDelay: Int64 = 5_000
 
+    /// Whether the last background save failed (and no save succeeded since): with save points set and
+    /// `stop-writes-on-bgsave-error`, writes are refused. Read without a lock on every write command.
+    private let backgroundSaveFailed = Atomic<Bool>(false)
     private let keyspace: Keyspace
     private let clock: any CacheClock
     private let logger: Logger
@@ -87,6 +91,15 @@ package final class SnapshotCoordinator: @unchecked Sendable {
         case failed(SnapshotError)
         /// Another save is being written.
         case busy
+    }
+
+    /// Whether writes are refused because saving fails: the last background save failed, save points are set
+    /// and `stop-writes-on-bgsave-error` is on (Redis's `writeCommandsDeniedByDiskError`).
+    @inline(__always)
+    package func refusesWrites(_ config: @autoclosure () -> ServerConfiguration) -> Bool {
+        guard backgroundSaveFailed.load(ordering: .relaxed) else { return false }
+        let config = config()
+        return config.stopWritesOnBackgroundSaveError && !config.savePoints.isEmpty
     }
 
     /// Writes a snapshot on the calling thread. When another save is in progress it returns ``Outcome/busy``,
@@ -173,11 +186,13 @@ package final class SnapshotCoordinator: @unchecked Sendable {
         if background { status.lastBackgroundSeconds = milliseconds / 1000 }
         switch result {
         case .success:
+            backgroundSaveFailed.store(false, ordering: .relaxed)
             status.lastSaveOK = true
             status.lastSaveTime = finished
             status.changesAtLastSave = changesBefore
             status.saves += 1
         case .failure:
+            if background { backgroundSaveFailed.store(true, ordering: .relaxed) }
             status.lastSaveOK = false
             status.lastFailureTime = finished
         }

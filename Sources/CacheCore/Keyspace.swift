@@ -207,6 +207,8 @@ public final class Keyspace: Sendable {
             first.shards[i].lock.lock()
             second.shards[i].lock.lock()
             first.shards[i].swapContents(with: second.shards[i])
+            // One change, as Redis counts SWAPDB (for the save points and INFO).
+            if i == 0 { first.shards[i].changes &+= 1 }
             second.shards[i].lock.unlock()
             first.shards[i].lock.unlock()
         }

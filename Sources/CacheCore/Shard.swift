@@ -262,8 +262,6 @@ public final class Shard: @unchecked Sendable {
         swap(&expiryIndex, &other.expiryIndex)
         swap(&expiryIndexBytes, &other.expiryIndexBytes)
         swap(&hand, &other.hand)
-        changes &+= 1
-        other.changes &+= 1
         publishTable()
         other.publishTable()
         markForSweep()

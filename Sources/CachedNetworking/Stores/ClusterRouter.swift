@@ -426,6 +426,8 @@ final class ClusterRouter: Sendable {
                 s.probes[known] = nil
                 retiring.append(pool)
             }
+            // Pools retired before whose threads have all exited are done with.
+            s.retired.removeAll { $0.runningThreadCount == 0 }
             s.retired += retiring
             // With a near cache every master gets its pool, and so its invalidation channel, at once: a channel
             // that joins later stops the filling and drops everything until it is subscribed.

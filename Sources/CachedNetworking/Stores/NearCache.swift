@@ -314,9 +314,10 @@ final class TrackingChannel: RESPConnectionHook, InvalidationListener, Sendable 
     }
 
     /// Stops the subscriber without waiting for its thread, and leaves the near cache: its server is no longer
-    /// used (a cluster node that left the slot map).
+    /// used (a cluster node that left the slot map). The channel keeps the subscriber, so that ``shutdown()``
+    /// still waits for its thread.
     func retire() {
-        beginShutdown()
+        state.withLock { $0.subscriber }?.beginShutdown()
         core.unregister(self)
     }
 

@@ -315,12 +315,20 @@ package enum KeyCommands {
             // An empty shard has no slots to visit and costs nothing, so that a small database is
             // iterated in one call, as Redis's small tables are.
             let visitedSlot = shard.tableCapacity > 0
+            var expired: [[UInt8]] = []
             shardCursor = shard.scan(cursor: shardCursor) { entry in
-                if entry.isExpired(at: c.now) { return }
-                guard wantsStrings else { return }
+                // Redis's order: the pattern, then the type, whose lookup removes an expired key (as a read
+                // would) whatever the type asked for.
                 if let pattern, !Glob.matches(pattern: pattern, subject: entry.key) { return }
+                if entry.isExpired(at: c.now) { return expired.append(Array(entry.key)) }
+                guard wantsStrings else { return }
                 found.writeRESPBulkString(entry.key)
                 collected += 1
+            }
+            // Removed once the bucket is visited: a removal only moves entries of later buckets toward their
+            // home, so the cursor's guarantee holds.
+            for key in expired {
+                key.withUnsafeBytes { _ = shard.lookup($0, hash: Keyspace.hasher.hash($0), now: c.now) }
             }
             shard.lock.unlock()
             if shardCursor == 0 {

@@ -195,11 +195,16 @@ public final class ServerProcess: @unchecked Sendable {
     }
 
     /// The server process's resident memory in bytes (VmRSS).
-    public func residentBytes() throws -> Int {
+    public func residentBytes() throws -> Int { try statusBytes("VmRSS") }
+
+    /// The most resident memory the server process has had since it started (VmHWM), in bytes.
+    public func peakResidentBytes() throws -> Int { try statusBytes("VmHWM") }
+
+    private func statusBytes(_ field: String) throws -> Int {
         let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
-        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
             let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
-        else { throw TestEnvironmentError("no VmRSS in /proc/\(pid)/status") }
+        else { throw TestEnvironmentError("no \(field) in /proc/\(pid)/status") }
         return kilobytes * 1024
     }
 

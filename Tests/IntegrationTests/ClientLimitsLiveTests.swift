@@ -25,6 +25,68 @@ struct ClientLimitsLiveTests {
         #expect(try talker.command("PING") == .status("PONG"), "after \(talked) pings 200 ms apart")
     }
 
+    @Test("--timeout 1: a client sending a command a byte at a time, or taking a long reply slowly, is not idle",
+          arguments: kinds)
+    func busyClientsAreNotIdle(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind, arguments: ["--timeout", "1"])
+        defer { server.stop() }
+        let setter = try server.connect()
+        #expect(try setter.command("SET", "big", String(repeating: "v", count: 20 << 20)) == .ok)
+
+        // 28 bytes, one every 100 ms: the command takes 2.8 s to arrive.
+        let slowWriter = try RawConnection(port: server.port)
+        for byte in Array("*2\r\n$4\r\nECHO\r\n$8\r\nabcdefgh\r\n".utf8) {
+            try slowWriter.send([byte])
+            usleep(100_000)
+        }
+        #expect(try slowWriter.readReplies(1) == [.bulk("abcdefgh")])
+
+        // 20 MB read 1 MB every 150 ms: about 3 s of taking the reply.
+        let slowReader = try RawConnection(port: server.port)
+        try slowReader.send("GET big\r\n")
+        var received = 0
+        let total = (20 << 20) + "$20971520\r\n\r\n".utf8.count
+        while received < total {
+            received += try slowReader.read(count: min(1 << 20, total - received)).count
+            usleep(150_000)
+        }
+        try slowReader.send("PING\r\n")
+        #expect(try slowReader.readReplies(1) == [.status("PONG")])
+    }
+
+    @Test("a reply past the hard output limit closes its client as it is built, without stopping the server",
+          arguments: kinds)
+    func replyPastTheLimitWhileBuilt(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind, arguments: ["--client-output-buffer-limit", "normal 8mb 0 0"])
+        defer { server.stop() }
+        let bystander = try server.connect()
+        #expect(try bystander.command("SET", "one-mb", String(repeating: "v", count: 1 << 20)) == .ok)
+        let before = try server.peakResidentBytes()
+        // One command whose reply is 200 MB: the limit is reached while it is written.
+        let greedy = try RawConnection(port: server.port)
+        try greedy.send("MGET" + String(repeating: " one-mb", count: 200) + "\r\n")
+        #expect(try greedy.closedByServer(within: 10))
+        let growth = try server.peakResidentBytes() - before
+        #expect(growth < 100 << 20, "peak resident memory grew by \(growth >> 20) MB for an 8 MB limit")
+        #expect(try bystander.command("PING") == .status("PONG"))
+        #expect(try bystander.command("STRLEN", "one-mb") == .integer(1 << 20))
+    }
+
+    @Test("a MONITOR client that does not read is held to the output limit like any client", arguments: kinds)
+    func monitorThatDoesNotRead(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind, arguments: ["--client-output-buffer-limit", "normal 2mb 0 0"])
+        defer { server.stop() }
+        let monitor = try RawConnection(port: server.port)
+        try monitor.send("MONITOR\r\n")
+        #expect(try monitor.readReplies(1) == [.status("OK")])
+        let writer = try server.connect()
+        let value = String(repeating: "m", count: 100_000)
+        // 30 MB of feed; the monitor reads none of it.
+        for _ in 0..<300 { #expect(try writer.command("SET", "k", value) == .ok) }
+        #expect(try monitor.closedByServer(within: 10))
+        #expect(try writer.command("PING") == .status("PONG"))
+    }
+
     @Test("client-output-buffer-limit: a client that sends but never reads is disconnected; memory stays bounded",
           arguments: kinds)
     func slowReader(_ kind: ServerProcess.Kind) throws {

@@ -56,6 +56,21 @@ struct HostileClientsLiveTests {
         #expect(server.isRunning)
     }
 
+    @Test("a bulk declared beyond the query buffer limit closes the client before memory is taken for it")
+    func bulkBeyondTheQueryBufferLimit() throws {
+        let server = try ServerProcess.start(.cached, arguments: ["--proto-max-bulk-len", "8gb"])
+        defer { server.stop() }
+        let before = try server.residentBytes()
+        let connection = try RawConnection(port: server.port)
+        try connection.send("*2\r\n$3\r\nGET\r\n$5000000000\r\n")
+        usleep(100_000)
+        _ = connection.trySend(Array("abc".utf8))
+        #expect(try connection.closedByServer())
+        #expect(try server.residentBytes() - before < 64 << 20)
+        #expect(try server.connect().command("PING") == .status("PONG"))
+        #expect(server.standardErrorSoFar().contains("Closing client that reached max query buffer length"))
+    }
+
     @Test("1 GiB declared, 10 bytes sent, then a disconnect: nothing near a GiB is allocated", arguments: kinds)
     func gigabyteDeclared(_ kind: ServerProcess.Kind) throws {
         let server = try ServerProcess.start(kind, arguments: ["--proto-max-bulk-len", "2gb"])
@@ -90,6 +105,23 @@ struct HostileClientsLiveTests {
     static let concurrentClients = 2_000
     /// The soft limit the server starts with: enough for the clients, less than --maxclients 10000 needs.
     static let serverSoftLimit = 2_560
+
+    @Test("a count line over 64 KB that arrives whole is an invalid length, as in Redis, not a line too long",
+          arguments: kinds)
+    func longCountLines(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        for (request, error) in [
+            ("*" + String(repeating: "1", count: 70_000) + "\r\n", "ERR Protocol error: invalid multibulk length"),
+            ("*1\r\n$" + String(repeating: "1", count: 70_000) + "\r\n", "ERR Protocol error: invalid bulk length"),
+        ] {
+            let connection = try RawConnection(port: server.port)
+            try connection.send(request)
+            #expect(try connection.readReplies(1) == [.error(error)])
+            #expect(try connection.closedByServer())
+        }
+        #expect(try server.connect().command("PING") == .status("PONG"))
+    }
 
     @Test("2,000 concurrent connections with --maxclients 10000: each gets PONG, all close, the server goes on",
           .enabled(if: allowDescriptors(serverSoftLimit), "needs a hard open files limit above 2,816"),

@@ -50,7 +50,25 @@ package struct CommandContext {
     @inline(__always) package mutating func error(_ message: String) { reply.writeRESPError(message) }
     @inline(__always) package mutating func integer(_ value: Int) { reply.writeRESPInteger(value) }
     @inline(__always) package mutating func null() { reply.writeRESPNull(version) }
-    @inline(__always) package mutating func bulk(_ bytes: UnsafeRawBufferPointer) { reply.writeRESPBulkString(bytes) }
+    /// The most a connection's replies may take while a command writes: a reply that would grow past it is
+    /// abandoned and the connection closed (as over its output limit), rather than grown without end — or
+    /// past what one buffer can hold (4 GiB), which would stop the server.
+    package static let maxReplyBytes = 1 << 31
+
+    /// Whether `bytes` more fit in the reply within the connection's limit; when not, marks the reply as
+    /// overflowed (``ClientSession/replyOverflowed``): the connection is closed after the command, its reply
+    /// unsent. Commands that write much (values, lists of keys) ask before each part.
+    @inline(__always)
+    package mutating func hasRoom(for bytes: Int) -> Bool {
+        if reply.readableBytes &+ bytes <= session.replyLimit { return true }
+        session.replyOverflowed = true
+        return false
+    }
+
+    @inline(__always) package mutating func bulk(_ bytes: UnsafeRawBufferPointer) {
+        guard hasRoom(for: bytes.count &+ 24) else { return }
+        reply.writeRESPBulkString(bytes)
+    }
     @inline(__always) package mutating func bulk(_ text: String) { reply.writeRESPBulkString(text) }
     @inline(__always) package mutating func arrayHeader(_ count: Int) { reply.writeRESPArrayHeader(count) }
     @inline(__always) package mutating func simple(_ text: StaticString) { reply.writeRESPSimpleString(text) }

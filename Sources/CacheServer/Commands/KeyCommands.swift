@@ -261,10 +261,12 @@ package enum KeyCommands {
         let matchAll = pattern.count == 1 && pattern[0] == UInt8(ascii: "*")
         var matches = ByteBuffer()
         var count = 0
+        // The list is bounded by the connection's reply limit, as the reply it becomes.
+        let room = c.session.replyLimit &- c.reply.readableBytes
         for shard in c.database.shards {
             shard.lock.lock()
             shard.forEach { entry in
-                if entry.isExpired(at: c.now) { return }
+                if entry.isExpired(at: c.now) || matches.readableBytes > room { return }
                 let key = entry.key
                 if matchAll || Glob.matches(pattern: pattern, subject: key) {
                     matches.writeRESPBulkString(key)
@@ -274,6 +276,7 @@ package enum KeyCommands {
             shard.lock.unlock()
         }
         c.arrayHeader(count)
+        guard c.hasRoom(for: matches.readableBytes) else { return }
         c.reply.writeBuffer(&matches)
     }
 
@@ -307,6 +310,8 @@ package enum KeyCommands {
         var shardCursor = cursor >> 8
         var found = ByteBuffer()
         var collected = 0
+        // A huge COUNT may collect a whole database: bounded by the connection's reply limit.
+        let room = c.session.replyLimit &- c.reply.readableBytes
         // Redis's limit is count * 10 (which wraps, i.e. no limit, for a huge COUNT); never trap on it.
         var iterations = count.multipliedReportingOverflow(by: 10).overflow ? Int.max : count * 10
         repeat {
@@ -321,7 +326,7 @@ package enum KeyCommands {
                 // would) whatever the type asked for.
                 if let pattern, !Glob.matches(pattern: pattern, subject: entry.key) { return }
                 if entry.isExpired(at: c.now) { return expired.append(Array(entry.key)) }
-                guard wantsStrings else { return }
+                guard wantsStrings, found.readableBytes <= room else { return }
                 found.writeRESPBulkString(entry.key)
                 collected += 1
             }
@@ -341,6 +346,7 @@ package enum KeyCommands {
         c.arrayHeader(2)
         c.bulk(String(next))
         c.arrayHeader(collected)
+        guard c.hasRoom(for: found.readableBytes) else { return }
         c.reply.writeBuffer(&found)
     }
 

@@ -13,7 +13,7 @@ package enum StringCommands {
         if let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) {
             shard.countHit()
             shard.touch(index, now: c.now)
-            c.reply.writeRESPBulkString(shard.entry(at: index).value)
+            c.bulk(shard.entry(at: index).value)
         } else {
             shard.countMiss()
             c.null()
@@ -73,7 +73,7 @@ package enum StringCommands {
             if let index = shard.lookup(c.arguments[i], hash: hash, now: c.now) {
                 shard.countHit()
                 shard.touch(index, now: c.now)
-                c.reply.writeRESPBulkString(shard.entry(at: index).value)
+                c.bulk(shard.entry(at: index).value)
             } else {
                 shard.countMiss()
                 c.null()
@@ -193,7 +193,7 @@ package enum StringCommands {
             // GETSET and SET ... GET read the old value, and count as a read (as in Redis).
             if let index = existing {
                 shard.countHit()
-                c.reply.writeRESPBulkString(shard.entry(at: index).value)
+                c.bulk(shard.entry(at: index).value)
             } else {
                 shard.countMiss()
                 c.null()
@@ -239,7 +239,7 @@ package enum StringCommands {
         shard.lock.lock()
         if let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) {
             shard.countHit()
-            c.reply.writeRESPBulkString(shard.entry(at: index).value)
+            c.bulk(shard.entry(at: index).value)
             shard.remove(at: index)
             c.keyModified(1)
         } else {
@@ -266,7 +266,7 @@ package enum StringCommands {
             guard let e = absoluteExpiry(&c, argument: options.expireArgument, kind: kind) else { return }
             expiry = e
         }
-        c.reply.writeRESPBulkString(shard.entry(at: index).value)
+        c.bulk(shard.entry(at: index).value)
         if let expiry {
             if options.expireKind?.isRelative == false && expiry <= c.now {
                 shard.remove(at: index)

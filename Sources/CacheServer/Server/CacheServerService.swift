@@ -396,10 +396,12 @@ final class ExpirySweeper: Sendable {
         let timeout = Int64(state.config.timeout)
         guard timeout > 0 else { return }
         // As in Redis, subscribers are never idle: they wait for messages.
+        let logger = state.logger
         for session in state.clients.all
         where !session.isMonitor && !session.isSubscribed && now - session.lastInteractionTime > timeout * 1000 {
-            state.logger.info("Closing idle client", metadata: ["client": "\(session.remoteAddress)"])
-            session.close()
+            session.closeUnlessTakingReplies(now: now) {
+                logger.info("Closing idle client", metadata: ["client": "\(session.remoteAddress)"])
+            }
         }
     }
 }

@@ -50,6 +50,12 @@ package final class ClientSession: @unchecked Sendable {
     @exclusivity(unchecked) package var noTouch = false
     /// Set by QUIT and CLIENT KILL of oneself: the connection closes once the reply is written.
     @exclusivity(unchecked) package var closeAfterReply = false
+    /// The most bytes of replies the connection may hold while a command writes its reply: its hard output
+    /// limit, and at most ``CommandContext/maxReplyBytes`` (set by the connection).
+    @exclusivity(unchecked) package var replyLimit = CommandContext.maxReplyBytes
+    /// Set when a reply would have gone past ``replyLimit``: that reply is incomplete, and the connection is
+    /// closed as over its output limit, without sending it.
+    @exclusivity(unchecked) package var replyOverflowed = false
     /// In MONITOR mode (read by the clients cron too, hence atomic).
     package var isMonitor: Bool {
         get { monitorFlag.load(ordering: .relaxed) }
@@ -145,6 +151,31 @@ package final class ClientSession: @unchecked Sendable {
         return (value >> 8, sub == 0 ? nil : sub - 1)
     }
     package var lastInteractionTime: Int64 { lastInteraction.load(ordering: .relaxed) }
+
+    /// Records a read from the client: as in Redis, a client sending a command slowly is not idle.
+    @inline(__always)
+    package func noteInteraction(_ now: Int64) { lastInteraction.store(now, ordering: .relaxed) }
+
+    /// Replies queued for the client at the last idle check; on the connection's event loop only.
+    @exclusivity(unchecked) private var queuedAtIdleCheck = 0
+
+    /// Closes a client that has sent nothing for the idle timeout (calling `closing` first), unless it is still
+    /// taking a long reply, as Redis counts a write to the client as interaction: the replies queued for it
+    /// changed since the last check. The channel tells, on its event loop.
+    package func closeUnlessTakingReplies(now: Int64, closing: @escaping @Sendable () -> Void) {
+        guard let channel else { return }
+        channel.getOption(ChannelOptions.bufferedWritableBytes).whenComplete { result in
+            let queued = (try? result.get()) ?? 0
+            defer { self.queuedAtIdleCheck = queued }
+            // Replies waiting, or done since the last check: written to the client meanwhile.
+            if queued != self.queuedAtIdleCheck {
+                self.noteInteraction(now)
+                return
+            }
+            closing()
+            channel.close(promise: nil)
+        }
+    }
     package var commandsProcessed: Int { commands.load(ordering: .relaxed) }
 
     /// Counts bytes read from and written to this client. Only the connection's event loop writes these

@@ -43,7 +43,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     private let unixSocketPath: String?
 
     /// The connection's socket, when the server accepted it itself (TCP or the Unix socket), while replies may
-    /// be written to it directly; -1 otherwise (and once the connection is in MONITOR mode). See ``write(context:flush:)``.
+    /// be written to it directly; -1 otherwise. See ``write(context:flush:)``.
     @exclusivity(unchecked) private var descriptor: CInt
     /// Replies handed to the channel that it has not finished writing. While there are any, later replies go
     /// through the channel too, behind them.
@@ -88,6 +88,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         self.reference = reference
         session.outlet = Outlet(reference: NIOLoopBound(reference, eventLoop: context.eventLoop))
         self.session = session
+        session.replyLimit = Self.replyLimit(outputLimits)
         self.context = context
         output = context.channel.allocator.buffer(capacity: 4096)
         server.stats.connectionsReceived.wrappingAdd(1, ordering: .relaxed)
@@ -178,6 +179,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         session.noteTraffic(input: incoming.readableBytes)
         refreshLimits()
         let now = server.clock.nowMilliseconds()
+        session.noteInteraction(now)
         if var assembly = pending {
             pending = nil
             guard complete(&assembly, from: &incoming, session: session, now: now, context: context) else { return }
@@ -192,7 +194,14 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         if generation != limitsGeneration {
             limitsGeneration = generation
             (limits, queryBufferLimit, outputLimits) = server.requestLimits
+            session?.replyLimit = Self.replyLimit(outputLimits)
         }
+    }
+
+    /// How much a command's reply may grow the connection's replies: the hard limit of the normal class
+    /// (none when 0), and never past ``CommandContext/maxReplyBytes``.
+    private static func replyLimit(_ limits: ServerConfiguration.OutputBufferLimits) -> Int {
+        limits.normal.hard > 0 ? min(limits.normal.hard, CommandContext.maxReplyBytes) : CommandContext.maxReplyBytes
     }
 
     package func channelReadComplete(context: ChannelHandlerContext) {
@@ -303,9 +312,25 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
                     parser.missingBulkBytes(available: $0.count, peek: $0)
                 }
                 if let missing, missing > assembly.writableBytes {
+                    // A command that cannot fit in the query buffer limit is refused before its memory is taken.
+                    guard assembly.readableBytes &+ missing <= queryBufferLimit else {
+                        closeForQueryBufferLimit(assembly.readableBytes &+ missing, context: context)
+                        return false
+                    }
                     assembly.reserveCapacity(minimumWritableBytes: missing)
                 }
-                let take = min(incoming.readableBytes, max(missing ?? 0, Self.assemblyStep))
+                let take: Int
+                if let missing {
+                    take = min(incoming.readableBytes, max(missing, Self.assemblyStep))
+                } else {
+                    // A count line not complete yet: hand the parser the rest of the line at once (up to the line
+                    // limit), so that it judges the whole line as Redis does, not a prefix that looks too long.
+                    let window = min(incoming.readableBytes, limits.maxInlineLength &+ 2)
+                    let lineEnd = incoming.withUnsafeReadableBytes {
+                        UnsafeRawBufferPointer(rebasing: $0[..<window]).firstIndex(of: UInt8(ascii: "\n"))
+                    }
+                    take = lineEnd.map { $0 + 1 } ?? max(window, min(incoming.readableBytes, Self.assemblyStep))
+                }
                 var piece = incoming.readSlice(length: take)!
                 assembly.writeBuffer(&piece)
             case .failed(let error):
@@ -344,12 +369,12 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     private func afterCommand(session: ClientSession, context: ChannelHandlerContext) {
         if session.isMonitor && !registeredMonitor {
             registeredMonitor = true
-            // The monitor feed is written to the channel from other event loops: from now on every write goes
-            // through the channel, so that they cannot interleave.
-            descriptor = -1
-            server.monitors.add(id: session.id, channel: context.channel)
+            // The feed reaches the connection through its outlet, on this event loop, like pub/sub messages.
+            server.monitors.add(session)
         }
-        if session.closeAfterReply {
+        if session.replyOverflowed {
+            closeForOutputLimit(pending: output.readableBytes, context: context)
+        } else if session.closeAfterReply {
             closeAfterFlush(context: context)
         } else if output.readableBytes >= Self.writeThreshold {
             write(context: context)
@@ -358,13 +383,13 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
 
     @exclusivity(unchecked) private var registeredMonitor = false
 
+    private func closeForQueryBufferLimit(_ length: Int, context: ChannelHandlerContext) {
+        closeOverLimit("Closing client that reached max query buffer length", ("qbuf", length), context: context)
+    }
+
     private func keepPending(_ buffer: inout ByteBuffer, context: ChannelHandlerContext) {
         if buffer.readableBytes > queryBufferLimit {
-            server.logger.warning(
-                "Closing client that reached max query buffer length",
-                metadata: ["client": "\(session?.remoteAddress ?? "?")", "qbuf": "\(buffer.readableBytes)"])
-            closing = true
-            context.close(promise: nil)
+            closeForQueryBufferLimit(buffer.readableBytes, context: context)
             return
         }
         if buffer.readableBytes <= Self.assemblyStep * 8 && buffer.capacity > 2 * buffer.readableBytes + 4096 {
@@ -449,14 +474,23 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             softLimitSince = nil
         }
         guard over else { return true }
-        server.logger.warning(
-            "Client closed for overcoming of output buffer limits",
-            metadata: ["client": "\(session?.remoteAddress ?? "?")", "pending": "\(waiting)"])
+        closeForOutputLimit(pending: waiting, context: context)
+        return false
+    }
+
+    /// Closes the connection, dropping the replies not sent yet, because they are over its output limit.
+    private func closeForOutputLimit(pending waiting: Int, context: ChannelHandlerContext) {
+        closeOverLimit("Client closed for overcoming of output buffer limits", ("pending", waiting), context: context)
+    }
+
+    /// Closes the connection at once, dropping what it sent and the replies not sent yet, with a warning in
+    /// Redis's words and the figure that went over the limit.
+    private func closeOverLimit(_ message: Logger.Message, _ figure: (String, Int), context: ChannelHandlerContext) {
+        server.logger.warning(message, metadata: ["client": "\(session?.remoteAddress ?? "?")", figure.0: "\(figure.1)"])
         closing = true
         pending = nil
         output = ByteBuffer()
         context.close(promise: nil)
-        return false
     }
 
     /// Stops reading from a client that does not read its replies, and starts again when it catches up, so

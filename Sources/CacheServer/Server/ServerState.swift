@@ -90,7 +90,8 @@ package final class ServerState: Sendable {
 
     private static func limits(for config: ServerConfiguration) -> (parser: RESPRequestLimits, queryBuffer: Int, output: ServerConfiguration.OutputBufferLimits) {
         let parser = RESPRequestLimits(maxBulkLength: config.protoMaxBulkLength, maxInlineLength: config.protoInlineMaxSize)
-        return (parser, config.clientQueryBufferLimit, config.clientOutputBufferLimits)
+        // One command is held in one buffer, which cannot pass 4 GiB: a larger limit acts as 2 GiB.
+        return (parser, min(config.clientQueryBufferLimit, CommandContext.maxReplyBytes), config.clientOutputBufferLimits)
     }
 
     /// Evicts until used memory is within `maxmemory` (if the policy lets it), as Redis does at once when the
@@ -203,7 +204,7 @@ package final class ClientRegistry: Sendable {
 
 /// Connections in MONITOR mode, fed every command as it runs.
 package final class MonitorRegistry: Sendable {
-    private let channels = Mutex<[Int: any Channel]>([:])
+    private let sessions = Mutex<[Int: ClientSession]>([:])
     private let active = Atomic<Int>(0)
 
     package init() {}
@@ -212,22 +213,25 @@ package final class MonitorRegistry: Sendable {
     @inline(__always)
     package var isActive: Bool { active.load(ordering: .relaxed) > 0 }
 
-    package func add(id: Int, channel: any Channel) {
-        channels.withLock {
-            $0[id] = channel
+    package func add(_ session: ClientSession) {
+        sessions.withLock {
+            $0[session.id] = session
             active.store($0.count, ordering: .relaxed)
         }
     }
 
     package func remove(id: Int) {
-        channels.withLock {
+        sessions.withLock {
             if $0.removeValue(forKey: id) != nil { active.store($0.count, ordering: .relaxed) }
         }
     }
 
-    /// Sends `line` to every monitor but the one with id `excluded`.
+    /// Sends `line` to every monitor but the one with id `excluded`, through its connection's output, so that a
+    /// monitor that does not read is held to `client-output-buffer-limit` like any client.
     package func broadcast(_ line: ByteBuffer, except excluded: Int? = nil) {
-        let targets = channels.withLock { $0.filter { $0.key != excluded }.map(\.value) }
-        for channel in targets { channel.writeAndFlush(line, promise: nil) }
+        let targets = sessions.withLock { $0.filter { $0.key != excluded }.map(\.value) }
+        for session in targets {
+            session.outlet?.send { _, output in output.writeImmutableBuffer(line) }
+        }
     }
 }

@@ -60,29 +60,52 @@ public final class Keyspace: Sendable {
     /// best candidate of the written database's shard and of the same shard of each other database is
     /// evicted; under the other policies the databases take turns.
     package func evict(database: Int, shardIndex: Int, now: Int64) -> Bool {
-        guard budget.isOverLimit else { return true }
-        if budget.policy == .noEviction { return false }
+        evict(database: database, shardIndex: shardIndex, now: now, keyBudget: .max) == .withinLimit
+    }
+
+    /// How ``evict(database:shardIndex:now:keyBudget:)`` ended.
+    package enum EvictionOutcome: Sendable, Equatable {
+        /// Used memory is within the limit (or there is none).
+        case withinLimit
+        /// It evicted `keyBudget` keys and memory is still over the limit: call again later.
+        case budgetSpent
+        /// Memory is over the limit and the policy finds nothing more to evict (or is `noeviction`).
+        case nothingToEvict
+    }
+
+    /// ``evict(database:shardIndex:now:)`` that stops after `keyBudget` keys, so that a large excess (a lowered
+    /// limit) is evicted in steps instead of holding up the caller, as Redis's eviction is bounded in time
+    /// and resumed later.
+    ///
+    /// Several threads may evict at once (writes on other event loops, the sweeper): each measures the excess
+    /// again after every shard it visits, so that together they evict what the excess is, not that many times.
+    package func evict(database: Int, shardIndex: Int, now: Int64, keyBudget: Int) -> EvictionOutcome {
+        guard budget.isOverLimit else { return .withinLimit }
+        if budget.policy == .noEviction { return .nothingToEvict }
+        var keysLeft = keyBudget
         let inUse = databasesInUse.load(ordering: .relaxed)
-        if inUse & ~Self.databaseBit(database) != 0,
-            evictAcrossDatabases(inUse | Self.databaseBit(database), from: shardIndex, now: now)
-        {
-            return true
+        if inUse & ~Self.databaseBit(database) != 0 {
+            let outcome = evictAcrossDatabases(
+                inUse | Self.databaseBit(database), from: shardIndex, now: now, keysLeft: &keysLeft)
+            if outcome != .nothingToEvict { return outcome }
         }
         let total = databases.count * Self.shardCount
         var position = database * Self.shardCount + shardIndex
         var fruitless = 0
         // Free the excess as measured now, counting what each shard frees under its lock, and publish the
         // shard's change once it is done rather than after every key.
-        var excess = budget.usedBytes - budget.limitBytes.load(ordering: .relaxed)
+        var excess = currentExcess
         while excess > 0 {
+            guard keysLeft > 0 else { return .budgetSpent }
             let shard = databases[position / Self.shardCount].shards[position % Self.shardCount]
             shard.lock.lock()
             var evicted = false
             var before = shard.usedBytes
             var taken = 0
-            while excess > 0 && taken < Self.evictionsPerVisit && shard.evictOne(now: now) {
+            while excess > 0 && taken < Self.evictionsPerVisit && keysLeft > 0 && shard.evictOne(now: now) {
                 evicted = true
                 taken += 1
+                keysLeft -= 1
                 excess -= before - shard.usedBytes
                 before = shard.usedBytes
             }
@@ -90,14 +113,19 @@ public final class Keyspace: Sendable {
             shard.lock.unlock()
             if evicted {
                 fruitless = 0
+                // What other evictors freed meanwhile counts too.
+                excess = min(excess, currentExcess)
             } else {
                 fruitless += 1
-                if fruitless >= total { return false }
+                if fruitless >= total { return .nothingToEvict }
             }
             if excess > 0 { position = (position + 1) % total }
         }
-        return true
+        return .withinLimit
     }
+
+    /// Used memory beyond the limit, as the budget counts it now.
+    private var currentExcess: Int { budget.usedBytes - budget.limitBytes.load(ordering: .relaxed) }
 
     /// Databases that held keys at the last ``refreshDatabasesInUse()``: bit `d` for database `d`, bit 63 for
     /// every database from 63 on.
@@ -125,16 +153,19 @@ public final class Keyspace: Sendable {
         databasesInUse.store(mask, ordering: .relaxed)
     }
 
-    /// ``evict(database:shardIndex:now:)`` among the databases of `mask`, one key at a time, moving to the next
-    /// shard index after each. False when it could not get under the limit (no shard index has a candidate
-    /// in those databases); the caller then walks every shard.
-    private func evictAcrossDatabases(_ mask: UInt64, from shardIndex: Int, now: Int64) -> Bool {
+    /// ``evict(database:shardIndex:now:keyBudget:)`` among the databases of `mask`, one key at a time, moving to
+    /// the next shard index after each. ``EvictionOutcome/nothingToEvict`` when no shard index has a candidate in
+    /// those databases; the caller then walks every shard.
+    private func evictAcrossDatabases(
+        _ mask: UInt64, from shardIndex: Int, now: Int64, keysLeft: inout Int
+    ) -> EvictionOutcome {
         let scored = budget.policy.hasScores
         var index = shardIndex
         var turn = shardIndex
         var fruitless = 0
-        var excess = budget.usedBytes - budget.limitBytes.load(ordering: .relaxed)
+        var excess = currentExcess
         while excess > 0 {
+            guard keysLeft > 0 else { return .budgetSpent }
             var best: (database: Int, candidate: (index: Int, slot: UInt64, score: Int))?
             var chosen: Int?
             // The databases in turn from `turn`, so that ties (and unscored policies) rotate among them.
@@ -165,15 +196,19 @@ public final class Keyspace: Sendable {
                 excess -= before - shard.usedBytes
                 shard.flushAccounting()
                 shard.lock.unlock()
+                if evicted {
+                    keysLeft -= 1
+                    excess = min(excess, currentExcess)
+                }
                 fruitless = evicted ? 0 : fruitless + 1
                 turn = d + 1
             } else {
                 fruitless += 1
             }
-            if fruitless >= Self.shardCount { return false }
+            if fruitless >= Self.shardCount { return .nothingToEvict }
             index = (index + 1) % Self.shardCount
         }
-        return true
+        return .withinLimit
     }
 
     /// Keys across all databases.
@@ -201,7 +236,14 @@ public final class Keyspace: Sendable {
 
     /// Exchanges the contents of two databases (SWAPDB), atomically for every client.
     public func swapDatabases(_ a: Int, _ b: Int) {
-        guard a != b else { return }
+        guard a != b else {
+            // Nothing to exchange, but a change all the same, as Redis counts it.
+            let shard = databases[a].shards[0]
+            shard.lock.lock()
+            shard.changes &+= 1
+            shard.lock.unlock()
+            return
+        }
         let (first, second) = (databases[min(a, b)], databases[max(a, b)])
         for i in 0..<Self.shardCount {
             first.shards[i].lock.lock()

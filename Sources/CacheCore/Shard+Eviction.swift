@@ -98,6 +98,8 @@ extension Shard {
     package func evict(candidate: (index: Int, slot: UInt64, score: Int)) -> Bool {
         guard let slots, candidate.index < capacity, slots[candidate.index] == candidate.slot, candidate.slot != 0
         else { return false }
+        // The same slot word may hold a key written since at the same address: never one the policy spares.
+        if budget.policy.volatileOnly && !Self.unpack(candidate.slot).hasExpiry { return false }
         evict(at: candidate.index)
         return true
     }

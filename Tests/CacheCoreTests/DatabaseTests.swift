@@ -74,6 +74,7 @@ struct DatabaseTests {
         #expect(keyspace.totalKeys == 102)
         keyspace.swapDatabases(2, 2)
         #expect(keyspace.databases[2].count == 1)
+        #expect(keyspace.totalChanges == changes + 2, "SWAPDB of a database with itself counts a change too")
     }
 
     @Test("Keyspace.sweepExpired reclaims due keys in every database and reports an exhausted budget")

@@ -196,6 +196,35 @@ struct PersistenceLiveTests {
         #expect(try restarted.connect().command("DBSIZE") == .integer(0))
     }
 
+    @Test("FLUSHALL during a large BGSAVE calls the save off, as Redis kills its child, and saves the empty dataset")
+    func flushAllCallsOffABackgroundSave() throws {
+        let data = try DataDirectory()
+        let server = try start(data, ["--save", "3600 1"])
+        defer { server.stop() }
+        let c = try server.connect()
+        // About 400 MB: a save that takes long enough to be caught in the middle.
+        let value = String(repeating: "v", count: 200_000)
+        for start in stride(from: 0, to: 2_000, by: 100) {
+            for i in start..<(start + 100) { try c.append("SET", "big:\(i)", value) }
+            for _ in 0..<100 { #expect(try c.reply() == .ok) }
+        }
+        #expect(try c.command("BGSAVE") == .status("Background saving started"))
+        try poll("the save to start writing", timeout: 10) {
+            ((try? FileManager.default.attributesOfItem(atPath: data.temporary)[.size] as? Int) ?? 0) > 0
+        }
+        #expect(try c.command("FLUSHALL") == .ok)
+        try poll("the log to say the save was called off", timeout: 5) {
+            server.standardErrorSoFar().contains("Background save called off")
+        }
+        #expect(try info(c, "rdb_last_bgsave_status") == "ok", "a save called off is not a failure")
+        #expect(try c.command("SET", "after", "flush") == .ok, "no MISCONF")
+        kill(server.pid, SIGKILL)
+        #expect(server.waitForExit(timeout: 10) == 128 + SIGKILL)
+        let restarted = try start(data)
+        defer { restarted.stop() }
+        #expect(try restarted.connect().command("DBSIZE") == .integer(0))
+    }
+
     @Test("save 1 1: a write is saved in the background within seconds; the log names the save point")
     func schedule() throws {
         let data = try DataDirectory()

@@ -54,6 +54,8 @@ package struct SnapshotError: Error, CustomStringConvertible, Equatable, Sendabl
         case incompatible
         /// Memory ran out while loading.
         case outOfMemory
+        /// The save was called off before it finished (FLUSHALL during a background save).
+        case cancelled
     }
 
     package let kind: Kind

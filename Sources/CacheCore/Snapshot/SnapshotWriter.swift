@@ -28,8 +28,12 @@ package enum SnapshotWriter {
     /// The name of the temporary file a save of `path` writes first.
     package static func temporaryPath(for path: String) -> String { path + ".tmp" }
 
-    /// Saves every key of `keyspace` that has not expired at `now` to `path`.
-    package static func save(_ keyspace: Keyspace, to path: String, now: Int64) throws(SnapshotError) -> SnapshotSaveSummary {
+    /// Saves every key of `keyspace` that has not expired at `now` to `path`. `cancelled` is asked before each
+    /// shard: when it answers true the save stops, leaves the previous snapshot in place and throws a
+    /// ``SnapshotError/Kind/cancelled`` error.
+    package static func save(
+        _ keyspace: Keyspace, to path: String, now: Int64, cancelled: () -> Bool = { false }
+    ) throws(SnapshotError) -> SnapshotSaveSummary {
         let temporary = temporaryPath(for: path)
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ioError("could not create", temporary) }
@@ -46,6 +50,7 @@ package enum SnapshotWriter {
                 payload.removeAll(keepingCapacity: true)
                 appendUInt32(&payload, 0)  // the record count, filled in when the block is sealed
                 for shard in database.shards {
+                    if cancelled() { throw SnapshotError(.cancelled, path: temporary, "the save was called off") }
                     shard.lock.lock()
                     shard.forEach { entry in
                         if entry.isExpired(at: now) { return }

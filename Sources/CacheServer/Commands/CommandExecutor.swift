@@ -49,7 +49,7 @@ package enum CommandExecutor {
             tracking = tracking || server.tracking.isActive
         }
         // As Redis: while background saves fail, writes (and PING, so that health checks notice) are refused.
-        if server.snapshots.refusesWrites(server.config),
+        if server.refusesWrites,
             command.flags.contains(.write) || server.commands.commands[index].name == "ping"
         {
             reply.writeRESPError(ReplyError.backgroundSaveFailed)

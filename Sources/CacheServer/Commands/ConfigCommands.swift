@@ -30,7 +30,7 @@ package enum ConfigCommands {
                 if changes.contains(where: { ["maxmemory", "maxmemory-policy"].contains($0.name.lowercased()) }) {
                     c.server.warnIfMaxMemoryTooSmall()
                     // As Redis: a lower limit evicts at once, not at the next write.
-                    if !c.server.evictToLimit(now: c.now) {
+                    if c.server.evictToLimit(now: c.now) == .nothingToEvict {
                         c.server.logger.warning(
                             "maxmemory is below the memory in use and the policy cannot evict enough: writes that need memory are refused until it is raised",
                             metadata: ["maxmemory": "\(c.server.config.maxMemory)", "maxmemory-policy": "\(c.server.config.maxMemoryPolicy.rawValue)"])

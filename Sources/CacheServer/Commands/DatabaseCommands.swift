@@ -54,16 +54,16 @@ package enum DatabaseCommands {
 
     static func flushall(_ c: inout CommandContext) {
         guard flushMode(&c) else { return }
+        let config = c.server.config
+        // As Redis: with save points set, the empty dataset is saved at once, so that a restart (after a crash
+        // before the next save point) does not bring the flushed keys back. A background save under way is
+        // called off first (Redis kills its child); a failure is logged, and the flush stands.
+        let saves = !config.savePoints.isEmpty
+        if saves { c.server.snapshots.callOffBackgroundSave() }
         for db in c.server.keyspace.databases { db.removeAll() }
         EntryMemory.purgeAll()
         c.keysFlushed()
-        // As Redis: with save points set, the empty dataset is saved at once, so that a restart (after a crash
-        // before the next save point) does not bring the flushed keys back. A save under way is waited for and
-        // then overwritten; a failure is logged, and the flush stands.
-        let config = c.server.config
-        if !config.savePoints.isEmpty {
-            _ = c.server.snapshots.saveNow(config, trigger: "FLUSHALL", waitForOthers: true)
-        }
+        if saves { _ = c.server.snapshots.saveNow(config, trigger: "FLUSHALL", waitForOthers: true) }
         c.ok()
     }
 }

@@ -353,7 +353,10 @@ final class ExpirySweeper: Sendable {
             if budget.limitBytes.load(ordering: .relaxed) > 0 {
                 let overhead = EntryMemory.overheadBytes(datasetBytes: budget.datasetBytes.load(ordering: .relaxed))
                 budget.overheadBytes.store(overhead, ordering: .relaxed)
-                state.evictToLimit(now: state.clock.nowMilliseconds())
+                // Step by step, for at most a quarter of the period; the next cycles go on.
+                while state.evictToLimit(now: state.clock.nowMilliseconds()) == .budgetSpent,
+                    state.clock.nowMilliseconds() - started < Int64(period / 4)
+                {}
             }
             let now = state.clock.nowMilliseconds()
             // Pages the allocator holds free go back to the system as they age (its decay time is 1 s), as long as

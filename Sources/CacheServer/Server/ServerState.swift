@@ -30,6 +30,16 @@ package final class ServerState: Sendable {
     private let shutdownHook = Mutex<(@Sendable (ShutdownRequest) -> Void)?>(nil)
     private let limitsVersion = Atomic<Int>(0)
     private let busyPollWindow = Atomic<Int64>(0)
+    /// `stop-writes-on-bgsave-error` is on and save points are set: writes are refused while saves fail.
+    private let stopWritesArmed = Atomic<Bool>(false)
+
+    /// Whether writes are refused because background saves fail (Redis's `writeCommandsDeniedByDiskError`):
+    /// the last one failed, save points are set and `stop-writes-on-bgsave-error` is on. One relaxed load
+    /// on every command while saves succeed.
+    @inline(__always)
+    package var refusesWrites: Bool {
+        snapshots.backgroundSaveFailed && stopWritesArmed.load(ordering: .relaxed)
+    }
 
     /// `busy-poll` in nanoseconds, for the event loops' pollers.
     package var busyPollNanoseconds: Int64 { busyPollWindow.load(ordering: .relaxed) }
@@ -53,7 +63,12 @@ package final class ServerState: Sendable {
         self.configuration = Mutex(configuration)
         self.limitsCache = Mutex(Self.limits(for: configuration))
         busyPollWindow.store(Int64(configuration.busyPoll) * 1000, ordering: .relaxed)
+        stopWritesArmed.store(Self.stopsWrites(configuration), ordering: .relaxed)
         Self.applyMemorySettings(configuration, to: keyspace.budget)
+    }
+
+    private static func stopsWrites(_ config: ServerConfiguration) -> Bool {
+        config.stopWritesOnBackgroundSaveError && !config.savePoints.isEmpty
     }
 
     /// Hands `maxmemory`, `maxmemory-policy` and `maxmemory-samples` to the engine.
@@ -77,6 +92,7 @@ package final class ServerState: Sendable {
             limitsCache.withLock { $0 = Self.limits(for: config) }
             limitsVersion.add(1, ordering: .releasing)
             busyPollWindow.store(Int64(config.busyPoll) * 1000, ordering: .relaxed)
+            stopWritesArmed.store(Self.stopsWrites(config), ordering: .relaxed)
             Self.applyMemorySettings(config, to: keyspace.budget)
             return .success(())
         }
@@ -94,21 +110,26 @@ package final class ServerState: Sendable {
         return (parser, min(config.clientQueryBufferLimit, CommandContext.maxReplyBytes), config.clientOutputBufferLimits)
     }
 
-    /// Evicts until used memory is within `maxmemory` (if the policy lets it), as Redis does at once when the
-    /// limit is lowered and before any command while memory is over it: here when the limit or the policy
-    /// changes, and on every sweeper cycle (after a snapshot load larger than the limit, say). Writes evict for
-    /// themselves. Tracking clients hear of the evicted keys. Returns false when memory stays over the limit.
+    /// Evicts toward `maxmemory` (if the policy lets it), as Redis does when the limit is lowered and before
+    /// any command while memory is over it: here when the limit or the policy changes, and on every sweeper
+    /// cycle (after a snapshot load larger than the limit, say); writes evict for themselves. At most
+    /// ``evictionStep`` keys per call, so that neither an event loop nor the sweeper is held up by a large
+    /// excess: the sweeper's next cycles go on. Tracking clients hear of the evicted keys.
     @discardableResult
-    package func evictToLimit(now: Int64) -> Bool {
+    package func evictToLimit(now: Int64) -> Keyspace.EvictionOutcome {
         let budget = keyspace.budget
-        guard budget.isOverLimit else { return true }
+        guard budget.isOverLimit else { return .withinLimit }
+        guard budget.policy != .noEviction else { return .nothingToEvict }
         keyspace.refreshDatabasesInUse()
         // Start at another shard each time, so that no shard is emptied first.
         let start = evictionStart.wrappingAdd(1, ordering: .relaxed).newValue % Keyspace.shardCount
-        let done = keyspace.evict(database: 0, shardIndex: start, now: now)
+        let outcome = keyspace.evict(database: 0, shardIndex: start, now: now, keyBudget: Self.evictionStep)
         sendBackgroundInvalidations(tableLimit: config.trackingTableMaxKeys)
-        return done
+        return outcome
     }
+
+    /// The most keys ``evictToLimit(now:)`` evicts in one call: some milliseconds of work.
+    package static let evictionStep = 10_000
 
     /// Warns when `maxmemory` is below what the server's heap holds besides the keys: then no write fits,
     /// whatever the policy (an idle server uses a few megabytes; Redis about one). At start and after CONFIG SET.
@@ -119,7 +140,7 @@ package final class ServerState: Sendable {
         let overhead = EntryMemory.overheadBytes(datasetBytes: dataset, statistics: AllocatorStatistics.current())
         guard UInt64(clamping: overhead) >= limit else { return }
         logger.warning(
-            "maxmemory is below the memory the server uses without its keys: every write that needs memory will be refused until it is raised",
+            "maxmemory is below the memory the server uses without its keys: an evicting policy will empty the cache, and noeviction refuse every write that needs memory, until it is raised",
             metadata: ["maxmemory": "\(limit)", "used_without_keys": "\(overhead)"])
     }
 

@@ -53,8 +53,10 @@ package final class SnapshotCoordinator: @unchecked Sendable {
     package static let retryDelay: Int64 = 5_000
 
     /// Whether the last background save failed (and no save succeeded since): with save points set and
-    /// `stop-writes-on-bgsave-error`, writes are refused. Read without a lock on every write command.
-    private let backgroundSaveFailed = Atomic<Bool>(false)
+    /// `stop-writes-on-bgsave-error`, writes are refused (see ``ServerState/refusesWrites``).
+    private let failedInBackground = Atomic<Bool>(false)
+    /// Set to call off the background save in progress (FLUSHALL, as Redis kills its saving child).
+    private let cancelRequested = Atomic<Bool>(false)
     private let keyspace: Keyspace
     private let clock: any CacheClock
     private let logger: Logger
@@ -93,13 +95,16 @@ package final class SnapshotCoordinator: @unchecked Sendable {
         case busy
     }
 
-    /// Whether writes are refused because saving fails: the last background save failed, save points are set
-    /// and `stop-writes-on-bgsave-error` is on (Redis's `writeCommandsDeniedByDiskError`).
+    /// Whether the last background save failed, and no save succeeded since (``ServerState/refusesWrites``).
     @inline(__always)
-    package func refusesWrites(_ config: @autoclosure () -> ServerConfiguration) -> Bool {
-        guard backgroundSaveFailed.load(ordering: .relaxed) else { return false }
-        let config = config()
-        return config.stopWritesOnBackgroundSaveError && !config.savePoints.isEmpty
+    package var backgroundSaveFailed: Bool { failedInBackground.load(ordering: .relaxed) }
+
+    /// Calls off the background save in progress, if any (FLUSHALL, as Redis kills its saving child): it
+    /// stops at its next shard and leaves the previous snapshot in place. The next ``saveNow`` waits for it.
+    package func callOffBackgroundSave() {
+        condition.lock()
+        if status.inProgress && status.background { cancelRequested.store(true, ordering: .relaxed) }
+        condition.unlock()
     }
 
     /// Writes a snapshot on the calling thread. When another save is in progress it returns ``Outcome/busy``,
@@ -142,6 +147,7 @@ package final class SnapshotCoordinator: @unchecked Sendable {
 
     /// Marks a save as begun. `condition` must be held.
     private func begin(background: Bool) {
+        cancelRequested.store(false, ordering: .relaxed)
         status.inProgress = true
         status.background = background
         status.currentStart = clock.nowMilliseconds()
@@ -172,7 +178,9 @@ package final class SnapshotCoordinator: @unchecked Sendable {
         let monotonicStart = DispatchTime.now().uptimeNanoseconds
         let result: Result<SnapshotSaveSummary, SnapshotError>
         do throws(SnapshotError) {
-            result = .success(try SnapshotWriter.save(keyspace, to: path, now: started))
+            result = .success(try SnapshotWriter.save(keyspace, to: path, now: started) {
+                self.cancelRequested.load(ordering: .relaxed)
+            })
         } catch {
             result = .failure(error)
         }
@@ -185,14 +193,16 @@ package final class SnapshotCoordinator: @unchecked Sendable {
         status.background = false
         if background { status.lastBackgroundSeconds = milliseconds / 1000 }
         switch result {
+        case .failure(let error) where error.kind == .cancelled:
+            break  // neither a save nor a failure, as in Redis
         case .success:
-            backgroundSaveFailed.store(false, ordering: .relaxed)
+            failedInBackground.store(false, ordering: .relaxed)
             status.lastSaveOK = true
             status.lastSaveTime = finished
             status.changesAtLastSave = changesBefore
             status.saves += 1
         case .failure:
-            if background { backgroundSaveFailed.store(true, ordering: .relaxed) }
+            if background { failedInBackground.store(true, ordering: .relaxed) }
             status.lastSaveOK = false
             status.lastFailureTime = finished
         }
@@ -208,6 +218,9 @@ package final class SnapshotCoordinator: @unchecked Sendable {
                     "trigger": "\(trigger)", "file": "\(path)",
                 ])
             return .saved(summary)
+        case .failure(let error) where error.kind == .cancelled:
+            logger.notice("Background save called off", metadata: ["trigger": "\(trigger)"])
+            return .failed(error)
         case .failure(let error):
             logger.error("Snapshot failed", metadata: ["trigger": "\(trigger)", "error": "\(error)"])
             return .failed(error)
@@ -333,7 +346,7 @@ public struct SnapshotLoadError: Error, CustomStringConvertible {
     public var isDamage: Bool {
         switch underlying.kind {
         case .corrupt, .unsupportedVersion, .incompatible: true
-        case .io, .outOfMemory: false
+        case .io, .outOfMemory, .cancelled: false
         }
     }
 
@@ -343,7 +356,7 @@ public struct SnapshotLoadError: Error, CustomStringConvertible {
         case .corrupt, .unsupportedVersion, .incompatible:
             text += " Refusing to start with data missing: move the file away to start empty, or set"
             text += " snapshot-load-corrupt skip to load the keys before the damage and start."
-        case .io, .outOfMemory:
+        case .io, .outOfMemory, .cancelled:
             break
         }
         return text

@@ -48,6 +48,8 @@ final class ClusterNearCache: Sendable {
     func nodeLeft(_ node: Node) {
         let channel: TrackingChannel? = state.withLock { s in
             guard let channel = s.channels.removeValue(forKey: node) else { return nil }
+            // Channels retired before whose subscribers have exited are done with (and their descriptors closed).
+            s.retired.removeAll { $0.releaseIfStopped() }
             s.retired.append(channel)
             return channel
         }

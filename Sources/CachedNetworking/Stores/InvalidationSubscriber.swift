@@ -101,6 +101,9 @@ final class InvalidationSubscriber: Sendable {
         wake()
     }
 
+    /// Whether the thread has exited.
+    var hasExited: Bool { control.withLock { $0.exited } }
+
     /// Stops the thread and waits until it has exited.
     func shutdown() async {
         beginShutdown()

@@ -220,6 +220,11 @@ final class NearCacheCore: Sendable {
         if removed { invalidationCounters[.topology]?.increment() }
     }
 
+    /// Whether `channel` is one of the near cache's channels (registered, not yet removed).
+    func isRegistered(_ channel: AnyObject) -> Bool {
+        state.withLock { $0.channels.contains(ObjectIdentifier(channel)) }
+    }
+
     /// `channel` is subscribed and its connections track for it from their next batch on. A channel no longer
     /// registered (its subscriber reported after the channel was retired) changes nothing.
     func channelUp(_ channel: AnyObject) {
@@ -321,6 +326,16 @@ final class TrackingChannel: RESPConnectionHook, InvalidationListener, Sendable 
         core.unregister(self)
     }
 
+    /// Lets go of the subscriber once its thread has exited (a retired channel, whose subscriber refers to it
+    /// until then); true if it has.
+    func releaseIfStopped() -> Bool {
+        state.withLock { s in
+            guard s.subscriber?.hasExited ?? true else { return false }
+            s.subscriber = nil
+            return true
+        }
+    }
+
     /// Stops the subscriber without waiting for its thread.
     func beginShutdown() {
         takeSubscriber()?.beginShutdown()
@@ -367,6 +382,7 @@ final class TrackingChannel: RESPConnectionHook, InvalidationListener, Sendable 
     }
 
     func unsubscribed(reason: String) {
+        guard core.isRegistered(self) else { return }  // retired: its server is no longer used
         // The phase first, so that connections stop registering for the old id; what they read meanwhile was
         // read under tickets that the flush below refuses.
         state.withLock { s in
@@ -377,6 +393,8 @@ final class TrackingChannel: RESPConnectionHook, InvalidationListener, Sendable 
     }
 
     func unsupported(reason: String) {
+        // A retired channel's subscriber, refused on its way out, says nothing about the servers in use.
+        guard core.isRegistered(self) else { return }
         turnOff(reason: reason)
     }
 

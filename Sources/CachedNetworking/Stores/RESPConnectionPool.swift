@@ -577,10 +577,13 @@ final class ConditionLock: @unchecked Sendable {
         pthread_mutex_init(mutex, nil)
         conditionCount = count
         conditions = .allocate(capacity: count)
-        // Timed waits count on the monotonic clock, so that a step of the wall clock neither stretches nor cuts them.
+        // Timed waits count on the monotonic clock where the system allows it (Linux), so that a step of the
+        // wall clock neither stretches nor cuts them.
         var attributes = pthread_condattr_t()
         pthread_condattr_init(&attributes)
+        #if os(Linux)
         pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        #endif
         for i in 0..<count { pthread_cond_init(conditions + i, &attributes) }
         pthread_condattr_destroy(&attributes)
     }
@@ -608,7 +611,11 @@ final class ConditionLock: @unchecked Sendable {
     /// - Returns: true when the time ran out (rather than a signal, or a spurious wake-up).
     func wait(_ index: Int, nanoseconds: UInt64) -> Bool {
         var deadline = timespec()
+        #if os(Linux)
         clock_gettime(CLOCK_MONOTONIC, &deadline)
+        #else
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        #endif
         let total = UInt64(deadline.tv_nsec) + nanoseconds
         deadline.tv_sec += Int(total / 1_000_000_000)
         deadline.tv_nsec = Int(total % 1_000_000_000)

@@ -196,13 +196,9 @@ struct PersistenceLiveTests {
         #expect(try restarted.connect().command("DBSIZE") == .integer(0))
     }
 
-    @Test("FLUSHALL during a large BGSAVE calls the save off, as Redis kills its child, and saves the empty dataset")
-    func flushAllCallsOffABackgroundSave() throws {
-        let data = try DataDirectory()
-        let server = try start(data, ["--save", "3600 1"])
-        defer { server.stop() }
-        let c = try server.connect()
-        // About 400 MB: a save that takes long enough to be caught in the middle.
+    /// Writes about 400 MB of keys, starts a BGSAVE of them, and returns once it is writing: a save that takes
+    /// long enough to be caught in the middle.
+    private func startLargeBackgroundSave(_ c: HiredisConnection, _ data: DataDirectory) throws {
         let value = String(repeating: "v", count: 200_000)
         for start in stride(from: 0, to: 2_000, by: 100) {
             for i in start..<(start + 100) { try c.append("SET", "big:\(i)", value) }
@@ -212,6 +208,15 @@ struct PersistenceLiveTests {
         try poll("the save to start writing", timeout: 10) {
             ((try? FileManager.default.attributesOfItem(atPath: data.temporary)[.size] as? Int) ?? 0) > 0
         }
+    }
+
+    @Test("FLUSHALL during a large BGSAVE calls the save off, as Redis kills its child, and saves the empty dataset")
+    func flushAllCallsOffABackgroundSave() throws {
+        let data = try DataDirectory()
+        let server = try start(data, ["--save", "3600 1"])
+        defer { server.stop() }
+        let c = try server.connect()
+        try startLargeBackgroundSave(c, data)
         #expect(try c.command("FLUSHALL") == .ok)
         try poll("the log to say the save was called off", timeout: 5) {
             server.standardErrorSoFar().contains("Background save called off")
@@ -252,17 +257,7 @@ struct PersistenceLiveTests {
         #expect(try c.command("SET", "before", "the big save") == .ok)
         #expect(try c.command("SAVE") == .ok)
         let previous = try data.contents()
-        // About 400 MB: a save that takes long enough to be caught in the middle.
-        let value = String(repeating: "v", count: 200_000)
-        for start in stride(from: 0, to: 2_000, by: 100) {
-            for i in start..<(start + 100) { try c.append("SET", "big:\(i)", value) }
-            for _ in 0..<100 { #expect(try c.reply() == .ok) }
-        }
-
-        #expect(try c.command("BGSAVE") == .status("Background saving started"))
-        try poll("the save to start writing", timeout: 10) {
-            ((try? FileManager.default.attributesOfItem(atPath: data.temporary)[.size] as? Int) ?? 0) > 0
-        }
+        try startLargeBackgroundSave(c, data)
         kill(server.pid, SIGKILL)
         #expect(server.waitForExit(timeout: 10) == 128 + SIGKILL)
 

@@ -263,7 +263,7 @@ package enum KeyCommands {
         var count = 0
         // The list is bounded by the connection's reply limit, as the reply it becomes.
         let room = c.session.replyLimit &- c.reply.readableBytes
-        for shard in c.database.shards {
+        for shard in c.database.shards where matches.readableBytes <= room {
             shard.lock.lock()
             shard.forEach { entry in
                 if entry.isExpired(at: c.now) || matches.readableBytes > room { return }
@@ -341,7 +341,7 @@ package enum KeyCommands {
                 if shardIndex == Keyspace.shardCount { break }
             }
             if visitedSlot { iterations -= 1 }
-        } while collected < count && iterations > 0
+        } while collected < count && iterations > 0 && found.readableBytes <= room
         let next: UInt64 = shardIndex == Keyspace.shardCount ? 0 : (shardCursor << 8) | UInt64(shardIndex)
         c.arrayHeader(2)
         c.bulk(String(next))

@@ -130,6 +130,8 @@ public final class Keyspace: Sendable {
     /// Databases that held keys at the last ``refreshDatabasesInUse()``: bit `d` for database `d`, bit 63 for
     /// every database from 63 on.
     private let databasesInUse = Atomic<UInt64>(0)
+    /// The database whose turn it is to give up a key, for policies without scores.
+    private let evictionTurn = Atomic<Int>(0)
 
     @inline(__always)
     private static func databaseBit(_ database: Int) -> UInt64 { 1 << UInt64(min(database, 63)) }
@@ -161,7 +163,9 @@ public final class Keyspace: Sendable {
     ) -> EvictionOutcome {
         let scored = budget.policy.hasScores
         var index = shardIndex
-        var turn = shardIndex
+        // Whose turn it is goes on from one call to the next (each write evicts a key or so).
+        var turn = evictionTurn.load(ordering: .relaxed)
+        defer { evictionTurn.store(turn, ordering: .relaxed) }
         var fruitless = 0
         var excess = currentExcess
         while excess > 0 {

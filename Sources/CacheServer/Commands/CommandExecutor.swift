@@ -65,10 +65,13 @@ package enum CommandExecutor {
         // As Redis 7.0 does, MONITOR sees a command once it has run (so SELECT shows the new database), and
         // never sees administrative commands (CONFIG, CLIENT LIST/KILL, MONITOR, SHUTDOWN...).
         if server.monitors.isActive, case let spec = server.commands.commands[index], !isAdministrative(spec, arguments) {
-            let line = monitorLine(arguments, spec: spec, session: session, server: server)
-            server.monitors.broadcast(line, except: session.isMonitor ? session.id : nil)
-            // A monitor sees its own commands after their replies, unless it is closing (QUIT).
-            if session.isMonitor && !session.closeAfterReply { reply.writeImmutableBuffer(line) }
+            if let line = monitorLine(arguments, spec: spec, session: session, server: server) {
+                server.monitors.broadcast(line, except: session.isMonitor ? session.id : nil)
+                // A monitor sees its own commands after their replies, unless it is closing (QUIT).
+                if session.isMonitor && !session.closeAfterReply { reply.writeImmutableBuffer(line) }
+            } else {
+                server.monitors.closeAll(logger: server.logger)
+            }
         }
     }
 
@@ -203,8 +206,13 @@ package enum CommandExecutor {
 
     /// The command as MONITOR clients see it: `+<time> [<db> <addr>] "arg" ...`.
     static func monitorLine(_ arguments: Arguments, spec: CommandSpec, session: ClientSession, server: ServerState)
-        -> ByteBuffer
+        -> ByteBuffer?
     {
+        // Quoting makes a byte at most four (\xHH): a line that could pass what one reply may be is not built,
+        // and the monitors are closed as over their output limit, as Redis would close them.
+        var bound = 128
+        for i in 0..<arguments.count { bound &+= arguments[i].count &* 4 &+ 3 }
+        guard bound <= CommandContext.maxReplyBytes else { return nil }
         let micros = server.clock.nowMicroseconds()
         var line = "+\(micros / 1_000_000).\(String(micros % 1_000_000).leftPadded(to: 6)) [\(session.db) "
         line += session.unixSocketPath.map { "unix:\($0)]" } ?? "\(session.remoteAddress)]"

@@ -29,6 +29,8 @@ package enum ConfigCommands {
                 }
                 if changes.contains(where: { ["maxmemory", "maxmemory-policy"].contains($0.name.lowercased()) }) {
                     c.server.warnIfMaxMemoryTooSmall()
+                    // Which databases hold keys, for eviction to choose among them from the first write on.
+                    c.server.keyspace.refreshDatabasesInUse()
                     // As Redis: a lower limit evicts at once, not at the next write.
                     if c.server.evictToLimit(now: c.now) == .nothingToEvict {
                         c.server.logger.warning(

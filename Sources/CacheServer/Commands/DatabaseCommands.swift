@@ -59,7 +59,8 @@ package enum DatabaseCommands {
         // before the next save point) does not bring the flushed keys back. A background save under way is
         // called off first (Redis kills its child); a failure is logged, and the flush stands.
         let saves = !config.savePoints.isEmpty
-        if saves { c.server.snapshots.callOffBackgroundSave() }
+        // With or without save points: a save of the keys being flushed must not land after the flush.
+        c.server.snapshots.callOffBackgroundSave()
         for db in c.server.keyspace.databases { db.removeAll() }
         EntryMemory.purgeAll()
         c.keysFlushed()

@@ -50,9 +50,11 @@ package final class ClientSession: @unchecked Sendable {
     @exclusivity(unchecked) package var noTouch = false
     /// Set by QUIT and CLIENT KILL of oneself: the connection closes once the reply is written.
     @exclusivity(unchecked) package var closeAfterReply = false
-    /// The most bytes of replies the connection may hold while a command writes its reply: its hard output
-    /// limit, and at most ``CommandContext/maxReplyBytes`` (set by the connection).
-    @exclusivity(unchecked) package var replyLimit = CommandContext.maxReplyBytes
+    /// The most bytes of replies the connection may hold while a command writes its reply: the hard output
+    /// limit of its class (`pubsub` while subscribed, `normal` otherwise), and at most
+    /// ``CommandContext/maxReplyBytes`` (set by the connection).
+    package var replyLimit: Int { modes.contains(.subscribed) ? replyLimits.pubsub : replyLimits.normal }
+    @exclusivity(unchecked) package var replyLimits = (normal: CommandContext.maxReplyBytes, pubsub: CommandContext.maxReplyBytes)
     /// Set when a reply would have gone past ``replyLimit``: that reply is incomplete, and the connection is
     /// closed as over its output limit, without sending it.
     @exclusivity(unchecked) package var replyOverflowed = false

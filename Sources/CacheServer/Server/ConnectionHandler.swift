@@ -88,7 +88,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         self.reference = reference
         session.outlet = Outlet(reference: NIOLoopBound(reference, eventLoop: context.eventLoop))
         self.session = session
-        session.replyLimit = Self.replyLimit(outputLimits)
+        session.replyLimits = Self.replyLimits(outputLimits)
         self.context = context
         output = context.channel.allocator.buffer(capacity: 4096)
         server.stats.connectionsReceived.wrappingAdd(1, ordering: .relaxed)
@@ -169,6 +169,8 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     private func deliver(_ write: (ClientSession, inout ByteBuffer) -> Void) {
         guard !closing, let context, let session else { return }
         refreshLimits()  // a subscriber may send nothing for a long time
+        // A message written to the client is interaction, for `timeout` (a tracking client that only receives).
+        session.noteInteraction(server.clock.nowMilliseconds())
         write(session, &output)
         flush(context: context)
     }
@@ -194,14 +196,17 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         if generation != limitsGeneration {
             limitsGeneration = generation
             (limits, queryBufferLimit, outputLimits) = server.requestLimits
-            session?.replyLimit = Self.replyLimit(outputLimits)
+            session?.replyLimits = Self.replyLimits(outputLimits)
         }
     }
 
-    /// How much a command's reply may grow the connection's replies: the hard limit of the normal class
-    /// (none when 0), and never past ``CommandContext/maxReplyBytes``.
-    private static func replyLimit(_ limits: ServerConfiguration.OutputBufferLimits) -> Int {
-        limits.normal.hard > 0 ? min(limits.normal.hard, CommandContext.maxReplyBytes) : CommandContext.maxReplyBytes
+    /// How much a command's reply may grow the connection's replies, for a normal client and for a subscriber:
+    /// the class's hard limit (none when 0), and never past ``CommandContext/maxReplyBytes``.
+    private static func replyLimits(_ limits: ServerConfiguration.OutputBufferLimits) -> (normal: Int, pubsub: Int) {
+        func bound(_ limit: ServerConfiguration.OutputBufferLimit) -> Int {
+            limit.hard > 0 ? min(limit.hard, CommandContext.maxReplyBytes) : CommandContext.maxReplyBytes
+        }
+        return (bound(limits.normal), bound(limits.pubsub))
     }
 
     package func channelReadComplete(context: ChannelHandlerContext) {
@@ -428,7 +433,11 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         if descriptor >= 0 {
             channelWrites += 1
             promise = context.eventLoop.makePromise(of: Void.self)
-            promise!.futureResult.assumeIsolated().whenComplete { _ in self.channelWrites -= 1 }
+            promise!.futureResult.assumeIsolated().whenComplete { _ in
+                self.channelWrites -= 1
+                // A reply the client has taken to its end: interaction, for `timeout`, as Redis counts writes.
+                self.session?.noteInteraction(self.server.clock.nowMilliseconds())
+            }
         }
         if flush {
             // One trip down the pipeline instead of a write and a flush.

@@ -247,6 +247,15 @@ package final class MonitorRegistry: Sendable {
         }
     }
 
+    /// Closes every monitor, as over its output limit: the line of a command too large to be fed to them.
+    package func closeAll(logger: Logger) {
+        for session in sessions.withLock({ Array($0.values) }) {
+            logger.warning(
+                "Client closed for overcoming of output buffer limits", metadata: ["client": "\(session.remoteAddress)"])
+            session.close()
+        }
+    }
+
     /// Sends `line` to every monitor but the one with id `excluded`, through its connection's output, so that a
     /// monitor that does not read is held to `client-output-buffer-limit` like any client.
     package func broadcast(_ line: ByteBuffer, except excluded: Int? = nil) {

@@ -16,12 +16,12 @@ package enum CommandExecutor {
     ) {
         // Redis's order of checks: existence, arity, then authentication.
         guard let index = server.commands.lookup(arguments[0]) else {
-            session.noteCommand(nil, now: now)
+            session.noteCommand(nil)
             reply.writeRESPError(bytes: ReplyError.unknownCommand(arguments))
             return
         }
         let command = server.commands.dispatch[index]
-        session.noteCommand(index, now: now)
+        session.noteCommand(index)
         // A container (CLIENT, CONFIG...) answers an unknown subcommand, or a known one with the wrong number of
         // arguments, itself; Redis refuses those before running anything, so they are not counted.
         var counted = true

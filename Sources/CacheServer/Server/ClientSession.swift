@@ -124,12 +124,12 @@ package final class ClientSession: @unchecked Sendable {
         set { sharedLock.withLock { $0 = newValue } }
     }
 
-    /// Records a request (for CLIENT LIST's `cmd` and `idle`): the command table's index of its command, or
-    /// nil for an unknown command (`cmd=NULL`, as in Redis).
+    /// Records a request (for CLIENT LIST's `cmd`): the command table's index of its command, or nil for an
+    /// unknown command (`cmd=NULL`, as in Redis). The read that brought it counted as interaction already
+    /// (``noteInteraction(_:)``).
     @inline(__always)
-    package func noteCommand(_ index: Int?, now: Int64) {
+    package func noteCommand(_ index: Int?) {
         lastCommand.store(index.map { $0 << 8 } ?? -1, ordering: .relaxed)
-        lastInteraction.store(now, ordering: .relaxed)
     }
 
     /// Records the subcommand of a container command (CLIENT, CONFIG...): its index among the container's
@@ -154,7 +154,8 @@ package final class ClientSession: @unchecked Sendable {
     }
     package var lastInteractionTime: Int64 { lastInteraction.load(ordering: .relaxed) }
 
-    /// Records a read from the client: as in Redis, a client sending a command slowly is not idle.
+    /// Records interaction with the client at `now` — a read from it, a reply it took to its end, a message
+    /// delivered to it — as Redis counts reads and writes for `timeout` and CLIENT LIST's `idle`.
     @inline(__always)
     package func noteInteraction(_ now: Int64) { lastInteraction.store(now, ordering: .relaxed) }
 

@@ -2,7 +2,7 @@ import CachedTestSupport
 import Testing
 
 /// redis-py, the Python client, over both protocol versions (`Python/redis_py_client.py` holds the checks:
-/// HELLO, strings, counters, expiry, nil values, pipelines, decoded responses).
+/// HELLO, strings, counters, expiry, nil values, pipelines, transactions with WATCH, decoded responses).
 @Suite("redis-py")
 struct RedisPyTests {
     @Test("redis-py over RESP3 (protocol=3: HELLO 3 on connect)", arguments: [ServerProcess.Kind.redis, .cached])

@@ -90,6 +90,13 @@ package struct CommandContext {
     @inline(__always)
     package mutating func keyModified(_ index: Int) {
         if server.tracking.isActive { noteModified(arguments[index]) }
+        if server.watches.isActive { server.watches.touch(db: session.db, name: arguments[index]) }
+    }
+
+    /// Records that the command modified the key in argument `index` in database `db`, another than the
+    /// client's (MOVE's target), for WATCH: tracking does not tell databases apart.
+    package func keyModified(_ index: Int, inDatabase db: Int) {
+        if server.watches.isActive { server.watches.touch(db: db, name: arguments[index]) }
     }
 
     /// Records that the command modified `key`, for the invalidations sent after it.

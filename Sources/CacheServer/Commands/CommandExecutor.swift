@@ -18,6 +18,7 @@ package enum CommandExecutor {
         guard let index = server.commands.lookup(arguments[0]) else {
             session.noteCommand(nil)
             reply.writeRESPError(bytes: ReplyError.unknownCommand(arguments))
+            if session.inTransaction { session.transactionRefused = true }
             return
         }
         let command = server.commands.dispatch[index]
@@ -29,13 +30,15 @@ package enum CommandExecutor {
             counted = noteSubcommand(index, arguments, session, server)
         }
         guard command.acceptsArgumentCount(arguments.count) else {
-            reply.writeRESPError(ReplyError.wrongArity(server.commands.commands[index].name))
+            refuse(ReplyError.wrongArity(server.commands.commands[index].name), index, session, server, &reply)
             return
         }
-        // Unauthenticated, subscribed and tracking clients take the slow path; everyone else pays this check.
+        // Unauthenticated, subscribed, tracking and transaction clients take the slow path; everyone else pays
+        // this check.
         var tracking = false
         if session.modes.rawValue != 0 {
-            guard let tracks = admit(index, arguments, session: session, server: server, reply: &reply) else { return }
+            guard let tracks = admit(index, arguments, counted: counted, session: session, server: server, now: now, reply: &reply)
+            else { return }
             tracking = tracks
         }
         // As Redis's performEvictions: before a command that may allocate, make room if memory is over the
@@ -88,16 +91,18 @@ package enum CommandExecutor {
     }
 
     /// The checks for clients with ``ClientSession/modes``: authentication, the RESP2 subscribed context's
-    /// restriction (after Redis's), and, for a tracking client, remembering the keys of a read before it runs
-    /// (so that a write on another connection between the read and the remembering cannot go unreported).
-    /// Returns nil after replying with an error, else whether the command has tracking work.
+    /// restriction (after Redis's), queuing inside MULTI, and, for a tracking client, remembering the keys of
+    /// a read before it runs (so that a write on another connection between the read and the remembering
+    /// cannot go unreported). Returns nil after replying (with an error, or `QUEUED`), else whether the command
+    /// has tracking work. `counted` is false for a container command whose subcommand it does not run.
     @inline(never)
     static func admit(
-        _ index: Int, _ arguments: Arguments, session: ClientSession, server: ServerState, reply: inout ByteBuffer
+        _ index: Int, _ arguments: Arguments, counted: Bool, session: ClientSession, server: ServerState, now: Int64,
+        reply: inout ByteBuffer
     ) -> Bool? {
         let flags = server.commands.dispatch[index].flags
         if !session.authenticated && !flags.contains(.noauth) {
-            reply.writeRESPError(ReplyError.noAuth)
+            refuse("\(ReplyError.noAuth)", index, session, server, &reply)
             return nil
         }
         if session.modes.contains(.subscribed) && session.protocolVersion == .resp2 && !flags.contains(.subscribedContext) {
@@ -111,17 +116,74 @@ package enum CommandExecutor {
                 else { return false }
                 name += "|" + sub.name
             }
-            reply.writeRESPError(ReplyError.subscribedContext(name))
+            refuse(ReplyError.subscribedContext(name), index, session, server, &reply)
             return nil
         }
         // As Redis: a monitoring connection (a replica, to Redis) may not read or write keys, or publish.
         if session.modes.contains(.monitoring) && !flags.isDisjoint(with: [.readonly, .write, .mayReplicate]) {
-            reply.writeRESPError("ERR Replica can't interact with the keyspace")
+            refuse("ERR Replica can't interact with the keyspace", index, session, server, &reply)
+            return nil
+        }
+        if session.modes.contains(.transaction) && !flags.contains(.transactionControl) {
+            queue(index, arguments, counted: counted, session: session, server: server, now: now, reply: &reply)
             return nil
         }
         guard session.tracking != nil else { return false }
         rememberReadKeys(index, arguments, session: session, server: server)
         return true
+    }
+
+    /// Answers a command refused before it runs with `message`. Inside MULTI, EXEC will fail (Redis's
+    /// `flagTransaction`); a refused EXEC itself ends the transaction, naming the reason (`execCommandAbort`).
+    @inline(never)
+    static func refuse(
+        _ message: String, _ index: Int, _ session: ClientSession, _ server: ServerState, _ reply: inout ByteBuffer
+    ) {
+        if server.commands.dispatch[index].flags.contains(.exec) {
+            reply.writeRESPError(TransactionCommands.abortMessage(message))
+            if session.inTransaction { _ = session.endTransaction() }
+            server.unwatchAll(session)
+        } else {
+            reply.writeRESPError(message)
+            if session.inTransaction { session.transactionRefused = true }
+        }
+    }
+
+    /// Queues a command inside MULTI, answering `QUEUED`; or refuses it as Redis does before queuing, with the
+    /// error it would get (and EXEC will fail): a command not allowed in a transaction, a container's unknown
+    /// subcommand, memory over `maxmemory` that eviction cannot bring down, writes while background saves fail.
+    @inline(never)
+    static func queue(
+        _ index: Int, _ arguments: Arguments, counted: Bool, session: ClientSession, server: ServerState, now: Int64,
+        reply: inout ByteBuffer
+    ) {
+        let command = server.commands.dispatch[index]
+        let spec = server.commands.commands[index]
+        var refusal: String?
+        if command.flags.contains(.noMulti) {
+            refusal = "ERR Command not allowed inside a transaction"
+        } else if !counted {
+            // The container's own answer to the subcommand (an error, with no other effect).
+            var context = CommandContext(arguments: arguments, session: session, server: server, now: now, reply: reply)
+            reply = ByteBuffer()
+            command.handler(&context)
+            reply = context.reply
+            session.transactionRefused = true
+            return
+        } else if server.keyspace.budget.isOverLimit && !makeRoom(spec, arguments, session: session, server: server, now: now) {
+            // Queuing takes memory too: over the limit, Redis queues nothing.
+            refusal = "OOM command not allowed when used memory > 'maxmemory'."
+        } else if server.refusesWrites && (command.flags.contains(.write) || spec.name == "ping") {
+            refusal = "\(ReplyError.backgroundSaveFailed)"
+        }
+        if let refusal {
+            reply.writeRESPError(refusal)
+            session.transactionRefused = true
+            return
+        }
+        // As Redis: once EXEC is bound to fail, the commands are answered but not kept.
+        if !session.transactionRefused && !session.isWatchDirty { session.queue(arguments) }
+        reply.writeRESPSimpleString("QUEUED")
     }
 
     /// Sends the invalidations of a command that modified keys (or ran while evicted keys wait), and does a

@@ -6,12 +6,13 @@ package enum CommandRegistry {
     private typealias C = ConnectionCommands
     private typealias V = ServerCommands
     private typealias P = PubSubCommands
+    private typealias T = TransactionCommands
 
     private static let readFast: CommandFlags = [.readonly, .fast]
     private static let writeFast: CommandFlags = [.write, .denyoom, .fast]
     private static let connectionFlags: CommandFlags = [.noscript, .loading, .stale, .fast]
 
-    package static let all: [CommandSpec] = strings + keys + databases + connection + server + pubsub
+    package static let all: [CommandSpec] = strings + keys + databases + connection + server + pubsub + transactions
 
     static let strings: [CommandSpec] = [
         CommandSpec("get", arity: 2, flags: readFast, keys: (1, 1, 1), categories: ["read", "string", "fast"],
@@ -148,7 +149,7 @@ package enum CommandRegistry {
                     since: "1.0.0", summary: "Ping the server", handler: C.ping),
         CommandSpec("echo", arity: 2, flags: [.loading, .stale, .fast], categories: ["fast", "connection"], group: "connection",
                     since: "1.0.0", summary: "Echo the given string", handler: C.echo),
-        CommandSpec("quit", arity: -1, flags: [.allowBusy, .noscript, .loading, .stale, .fast, .noauth, .subscribedContext],
+        CommandSpec("quit", arity: -1, flags: [.allowBusy, .noscript, .loading, .stale, .fast, .noauth, .subscribedContext, .transactionControl],
                     categories: ["fast", "connection"], group: "connection", since: "1.0.0",
                     summary: "Close the connection", handler: C.quit),
         CommandSpec("auth", arity: -2, flags: [.noscript, .loading, .stale, .fast, .noauth, .allowBusy],
@@ -280,4 +281,25 @@ package enum CommandRegistry {
                         since: "2.4.0", summary: summary, handler: { _ in })
         }
     }
+
+    static let transactions: [CommandSpec] = [
+        CommandSpec("multi", arity: 1, flags: [.noscript, .loading, .stale, .fast, .allowBusy, .transactionControl],
+                    categories: ["fast", "transaction"], group: "transactions", since: "1.2.0",
+                    summary: "Mark the start of a transaction block", handler: T.multi),
+        CommandSpec("exec", arity: 1, flags: [.noscript, .loading, .stale, .skipSlowlog, .transactionControl, .exec],
+                    categories: ["slow", "transaction"], group: "transactions", since: "1.2.0",
+                    summary: "Execute all commands issued after MULTI",
+                    complexity: "Depends on commands in the transaction", handler: T.exec),
+        CommandSpec("discard", arity: 1, flags: [.noscript, .loading, .stale, .fast, .allowBusy, .transactionControl],
+                    categories: ["fast", "transaction"], group: "transactions", since: "2.0.0",
+                    summary: "Discard all commands issued after MULTI",
+                    complexity: "O(N), when N is the number of queued commands", handler: T.discard),
+        CommandSpec("watch", arity: -2, flags: [.noscript, .loading, .stale, .fast, .allowBusy, .transactionControl],
+                    keys: (1, -1, 1), categories: ["fast", "transaction"], group: "transactions", since: "2.2.0",
+                    summary: "Watch the given keys to determine execution of the MULTI/EXEC block",
+                    complexity: "O(1) for every key.", handler: T.watch),
+        CommandSpec("unwatch", arity: 1, flags: [.noscript, .loading, .stale, .fast, .allowBusy],
+                    categories: ["fast", "transaction"], group: "transactions", since: "2.2.0",
+                    summary: "Forget about all watched keys", handler: T.unwatch),
+    ]
 }

@@ -21,6 +21,7 @@ package struct CommandFlags: OptionSet, Sendable {
     package static let noMulti = CommandFlags(rawValue: 1 << 12)
     /// Redis's `may_replicate` (PUBLISH): COMMAND INFO does not list it, as Redis does not.
     package static let mayReplicate = CommandFlags(rawValue: 1 << 13)
+    package static let skipSlowlog = CommandFlags(rawValue: 1 << 14)
     /// Allowed in RESP2's subscribed context ((P)SUBSCRIBE, (P)UNSUBSCRIBE, PING, QUIT, RESET). Not a Redis
     /// flag: COMMAND INFO does not list it.
     package static let subscribedContext = CommandFlags(rawValue: 1 << 16)
@@ -29,11 +30,16 @@ package struct CommandFlags: OptionSet, Sendable {
     /// A subcommand that runs but that COMMAND does not report, because Redis 7.0 does not have it (CLIENT
     /// SETINFO, CLIENT NO-TOUCH). Not a Redis flag.
     package static let unlisted = CommandFlags(rawValue: 1 << 18)
+    /// Runs at once inside MULTI instead of being queued (MULTI, EXEC, DISCARD, WATCH, QUIT). Not a Redis
+    /// flag: COMMAND INFO does not list it.
+    package static let transactionControl = CommandFlags(rawValue: 1 << 19)
+    /// EXEC: refused, it ends the transaction with EXECABORT, naming the reason. Not a Redis flag.
+    package static let exec = CommandFlags(rawValue: 1 << 20)
 
     static let names: [(CommandFlags, String)] = [
         (.write, "write"), (.readonly, "readonly"), (.denyoom, "denyoom"), (.admin, "admin"),
         (.pubsub, "pubsub"), (.noscript, "noscript"), (.loading, "loading"), (.stale, "stale"),
-        (.fast, "fast"), (.noauth, "no_auth"), (.noAsyncLoading, "no_async_loading"), (.noMulti, "no_multi"),
+        (.skipSlowlog, "skip_slowlog"), (.fast, "fast"), (.noauth, "no_auth"), (.noAsyncLoading, "no_async_loading"), (.noMulti, "no_multi"),
         (.allowBusy, "allow_busy"),
     ]
 

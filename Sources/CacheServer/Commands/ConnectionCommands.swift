@@ -239,22 +239,25 @@ package enum ConnectionCommands {
             cmd = spec.name
             if let sub = last.subcommand, sub < spec.subcommands.count { cmd += "|" + spec.subcommands[sub].name }
         }
-        // Redis 7.0's letters, in its order: O monitor, P subscriber, t tracking, R broken redirect, B BCAST,
-        // U Unix socket, e no-evict; N when none applies.
+        // Redis 7.0's letters, in its order: O monitor, P subscriber, x in MULTI, t tracking, R broken redirect,
+        // B BCAST, d a watched key changed, U Unix socket, e no-evict; N when none applies.
         var flags = ""
         if s.isMonitor { flags += "O" }
         let subscriptions = s.subscriptionCount
         if subscriptions.channels + subscriptions.patterns > 0 { flags += "P" }
+        let queued = s.queuedCommandCount
+        if queued >= 0 { flags += "x" }
         let tracking = server.tracking.options(of: s.id)
         if tracking != nil { flags += "t" }
         if tracking != nil && server.tracking.hasBrokenRedirect(s.id) { flags += "R" }
         if tracking?.bcast == true { flags += "B" }
+        if s.isWatchDirty { flags += "d" }
         if s.unixSocketPath != nil { flags += "U" }
         if s.noEvict { flags += "e" }
         if flags.isEmpty { flags = "N" }
         return "id=\(s.id) addr=\(s.remoteAddress) laddr=\(s.localAddress) fd=-1 name=\(s.name ?? "") age=\(age) "
             + "idle=\(idle) flags=\(flags) db=\(s.db) sub=\(subscriptions.channels) psub=\(subscriptions.patterns) ssub=0 "
-            + "multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 "
+            + "multi=\(queued) qbuf=0 qbuf-free=0 argv-mem=0 "
             + "multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=\(cmd) user=default "
             + "redir=\(tracking?.redirect ?? -1) "
             + "resp=\(s.protocolVersion.rawValue)"

@@ -23,6 +23,7 @@ package enum DatabaseCommands {
         }
         let count = c.server.keyspace.databases.count
         guard a >= 0 && a < count && b >= 0 && b < count else { return c.error(ReplyError.dbIndexOutOfRange) }
+        c.server.touchWatchedKeys(swapping: a, b, now: c.now)
         c.server.keyspace.swapDatabases(a, b)
         c.ok()
     }
@@ -46,6 +47,7 @@ package enum DatabaseCommands {
 
     static func flushdb(_ c: inout CommandContext) {
         guard flushMode(&c) else { return }
+        c.server.touchWatchedKeys(flushing: c.session.db, now: c.now)
         c.database.removeAll()
         EntryMemory.purgeAll()
         c.keysFlushed()
@@ -61,6 +63,7 @@ package enum DatabaseCommands {
         let saves = !config.savePoints.isEmpty
         // With or without save points: a save of the keys being flushed must not land after the flush.
         c.server.snapshots.callOffBackgroundSave()
+        for db in c.server.keyspace.databases.indices { c.server.touchWatchedKeys(flushing: db, now: c.now) }
         for db in c.server.keyspace.databases { db.removeAll() }
         EntryMemory.purgeAll()
         c.keysFlushed()

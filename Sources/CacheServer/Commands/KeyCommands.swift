@@ -214,6 +214,7 @@ package enum KeyCommands {
         }
         sourceShard.remove(at: sourceIndex)
         c.keyModified(1)
+        c.keyModified(1, inDatabase: target)
         c.integer(1)
     }
 

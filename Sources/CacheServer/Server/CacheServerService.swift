@@ -49,6 +49,7 @@ public final class CacheServerService: Service, Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let state = self.state
         let polls = BusyPolls(group: group) { [state] in state.busyPollNanoseconds }
+        state.transactions.configure(loops: group)
         // Connections come from the server's own listeners, which know each connection's descriptor (see
         // SocketListener). As in Redis: port 0 means no TCP listener, and a server that listens nowhere does not
         // start.
@@ -351,8 +352,7 @@ final class ExpirySweeper: Sendable {
             // and evict if memory is over the limit without a write to do it (a snapshot loaded at start).
             let budget = state.keyspace.budget
             if budget.limitBytes.load(ordering: .relaxed) > 0 {
-                let overhead = EntryMemory.overheadBytes(datasetBytes: budget.datasetBytes.load(ordering: .relaxed))
-                budget.overheadBytes.store(overhead, ordering: .relaxed)
+                state.refreshMemoryOverhead()
                 // Step by step, for at most a quarter of the period; the next cycles go on.
                 while state.evictToLimit(now: state.clock.nowMilliseconds()) == .budgetSpent,
                     state.clock.nowMilliseconds() - started < Int64(period / 4)

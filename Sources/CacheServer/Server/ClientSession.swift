@@ -37,6 +37,8 @@ package final class ClientSession: @unchecked Sendable {
         package static let tracking = Modes(rawValue: 1 << 2)
         /// MONITOR is on: commands that touch the keyspace are refused.
         package static let monitoring = Modes(rawValue: 1 << 3)
+        /// Inside MULTI: commands are queued until EXEC.
+        package static let transaction = Modes(rawValue: 1 << 4)
     }
 
     @exclusivity(unchecked) package private(set) var modes: Modes
@@ -130,6 +132,13 @@ package final class ClientSession: @unchecked Sendable {
     @inline(__always)
     package func noteCommand(_ index: Int?) {
         lastCommand.store(index.map { $0 << 8 } ?? -1, ordering: .relaxed)
+    }
+
+    /// What ``noteCommand(_:)`` and ``noteSubcommand(_:of:)`` recorded, to put back after EXEC has run the
+    /// commands of a transaction (CLIENT LIST then shows `cmd=exec`, as in Redis).
+    package var lastCommandRecord: Int {
+        get { lastCommand.load(ordering: .relaxed) }
+        set { lastCommand.store(newValue, ordering: .relaxed) }
     }
 
     /// Records the subcommand of a container command (CLIENT, CONFIG...): its index among the container's
@@ -240,6 +249,101 @@ package final class ClientSession: @unchecked Sendable {
     /// executor sends the invalidations once the command is done.
     package var modifiedKeys: [[UInt8]] = []
     package var flushedKeys = false
+
+    // MARK: transactions (owned by the event loop; what CLIENT LIST shows is read by other connections)
+
+    /// A command queued between MULTI and EXEC: its arguments' bytes one after another, and where each is.
+    package struct QueuedCommand: Sendable {
+        package var bytes: [UInt8]
+        package var spans: [RESPArgumentSpan]
+
+        /// Runs `body` with the command's arguments.
+        package func withArguments<R>(_ body: (Arguments) -> R) -> R {
+            bytes.withUnsafeBytes { storage in
+                spans.withUnsafeBufferPointer { spans in
+                    body(Arguments(base: storage.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, spans: spans))
+                }
+            }
+        }
+    }
+
+    /// The transaction gate's lane of the connection's event loop (nil without one, as in tests).
+    package var lane: TransactionGate.Lane?
+
+    /// The commands queued since MULTI.
+    package private(set) var queuedCommands: [QueuedCommand] = []
+    /// A command was refused while queuing (unknown, wrong arity, not allowed...): EXEC answers EXECABORT and
+    /// runs nothing (Redis's CLIENT_DIRTY_EXEC).
+    package var transactionRefused = false
+    /// The number of queued commands in a transaction, else -1 (CLIENT LIST's `multi=`).
+    private let queuedCount = Atomic<Int>(-1)
+
+    /// Whether MULTI was called and neither EXEC nor DISCARD yet.
+    package var inTransaction: Bool { modes.contains(.transaction) }
+
+    /// MULTI.
+    package func beginTransaction() {
+        modes.insert(.transaction)
+        queuedCommands = []
+        transactionRefused = false
+        queuedCount.store(0, ordering: .relaxed)
+    }
+
+    /// EXEC or DISCARD: leaves the transaction, handing back what was queued.
+    package func endTransaction() -> [QueuedCommand] {
+        modes.remove(.transaction)
+        transactionRefused = false
+        queuedCount.store(-1, ordering: .relaxed)
+        defer { queuedCommands = [] }
+        return queuedCommands
+    }
+
+    /// Queues a command of the transaction (a copy of its arguments).
+    package func queue(_ arguments: Arguments) {
+        var total = 0
+        for i in 0..<arguments.count { total += arguments[i].count }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(total)
+        var spans: [RESPArgumentSpan] = []
+        spans.reserveCapacity(arguments.count)
+        for i in 0..<arguments.count {
+            spans.append(RESPArgumentSpan(offset: bytes.count, count: arguments[i].count))
+            bytes.append(contentsOf: arguments[i])
+        }
+        queuedCommands.append(QueuedCommand(bytes: bytes, spans: spans))
+        queuedCount.store(queuedCommands.count, ordering: .relaxed)
+    }
+
+    /// The number of commands queued in the transaction, or -1 outside one; from any thread.
+    package var queuedCommandCount: Int { queuedCount.load(ordering: .relaxed) }
+
+    /// A key WATCHed by this client, and whether it existed then: a key that did and is gone at EXEC (expired,
+    /// evicted) aborts the transaction, as Redis's `isWatchedKeyExpired` does.
+    package struct WatchedKey: Sendable {
+        package let key: WatchRegistry.Key
+        package let existed: Bool
+    }
+
+    /// The keys this client watches.
+    package var watchedKeys: [WatchedKey] = []
+    /// A watched key was changed: the next EXEC fails (Redis's CLIENT_DIRTY_CAS). Set by other connections.
+    private let watchDirty = Atomic<Bool>(false)
+
+    /// Marks a change to a watched key; from any thread.
+    package func markWatchDirty() { watchDirty.store(true, ordering: .relaxed) }
+
+    /// Whether a watched key changed since WATCH; from any thread (CLIENT LIST's `d` flag).
+    package var isWatchDirty: Bool { watchDirty.load(ordering: .relaxed) }
+
+    /// Forgets the watched keys (UNWATCH, EXEC, DISCARD, the connection closing), handing them back so that the
+    /// registry can drop them; the dirty mark is cleared once it has (``clearWatchDirty()``).
+    package func takeWatchedKeys() -> [WatchRegistry.Key] {
+        defer { watchedKeys = [] }
+        return watchedKeys.map(\.key)
+    }
+
+    /// Clears the mark of a changed watched key, after the registry has forgotten this client's keys.
+    package func clearWatchDirty() { watchDirty.store(false, ordering: .relaxed) }
 
     // MARK: out-of-band messages
 

@@ -88,6 +88,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         self.reference = reference
         session.outlet = Outlet(reference: NIOLoopBound(reference, eventLoop: context.eventLoop))
         self.session = session
+        session.lane = server.transactions.lane(for: context.eventLoop)
         session.replyLimits = Self.replyLimits(outputLimits)
         self.context = context
         output = context.channel.allocator.buffer(capacity: 4096)
@@ -124,6 +125,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             server.clients.remove(session.id)
             server.monitors.remove(id: session.id)
             if session.tracking != nil { server.tracking.disable(session.id) }
+            if !session.watchedKeys.isEmpty { server.unwatchAll(session) }
             if session.modes.contains(.subscribed) {
                 server.pubsub.remove(session.id, channels: session.channels, patterns: session.patterns)
             }
@@ -178,6 +180,9 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var incoming = unwrapInboundIn(data)
         guard !closing, let session else { return }
+        // While this read's commands run, a transaction on another event loop waits (and the other way round).
+        if let lane = session.lane { server.transactions.enter(lane) }
+        defer { if let lane = session.lane { server.transactions.leave(lane) } }
         session.noteTraffic(input: incoming.readableBytes)
         refreshLimits()
         let now = server.clock.nowMilliseconds()

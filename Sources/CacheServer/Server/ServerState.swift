@@ -17,6 +17,10 @@ package final class ServerState: Sendable {
     /// Client-side caching: CLIENT TRACKING's clients and the keys they may hold.
     package let tracking: TrackingTable
     package let stats = ServerStats()
+    /// WATCH: the keys clients watch.
+    package let watches = WatchRegistry()
+    /// EXEC: runs a transaction with no other client's command in between.
+    package let transactions = TransactionGate()
     /// Where ``evictToLimit(now:)`` starts next.
     private let evictionStart = Atomic<Int>(0)
     /// Snapshot saves and the startup load.
@@ -126,6 +130,14 @@ package final class ServerState: Sendable {
         let outcome = keyspace.evict(database: 0, shardIndex: start, now: now, keyBudget: Self.evictionStep)
         sendBackgroundInvalidations(tableLimit: config.trackingTableMaxKeys)
         return outcome
+    }
+
+    /// Measures the heap beyond the dataset (the allocator's statistics; tens of microseconds), which
+    /// `maxmemory` counts as used memory.
+    package func refreshMemoryOverhead() {
+        let budget = keyspace.budget
+        budget.overheadBytes.store(
+            EntryMemory.overheadBytes(datasetBytes: budget.datasetBytes.load(ordering: .relaxed)), ordering: .relaxed)
     }
 
     /// The most keys ``evictToLimit(now:)`` evicts in one call: some milliseconds of work.
@@ -265,3 +277,40 @@ package final class MonitorRegistry: Sendable {
         }
     }
 }
+
+// MARK: transactions
+
+extension ServerState {
+    /// Whether `name` exists (and has not expired) in database `db`. Only looks: an expired key stays for the
+    /// sweeper or the next command, as Redis's WATCH leaves it.
+    package func keyExists(db: Int, name: [UInt8], now: Int64) -> Bool {
+        name.withUnsafeBytes { name in
+            let hash = Keyspace.hasher.hash(name)
+            let shard = keyspace.databases[db].shard(for: hash)
+            shard.lock.lock()
+            defer { shard.lock.unlock() }
+            guard let index = shard.find(name, hash: hash) else { return false }
+            return !shard.entry(at: index).isExpired(at: now)
+        }
+    }
+
+    /// Forgets every key `session` watches (UNWATCH, EXEC, DISCARD, the connection closing).
+    package func unwatchAll(_ session: ClientSession) {
+        let keys = session.takeWatchedKeys()
+        if !keys.isEmpty { watches.remove(keys, for: session) }
+        session.clearWatchDirty()
+    }
+
+    /// Database `db` is about to be emptied: watchers of its existing keys are told (Redis's
+    /// `touchAllWatchedKeysInDb`).
+    package func touchWatchedKeys(flushing db: Int, now: Int64) {
+        watches.touchAll(db: db) { keyExists(db: db, name: $0.name, now: now) }
+    }
+
+    /// Databases `a` and `b` are about to be swapped: watchers of a key of either that exists in either are told.
+    package func touchWatchedKeys(swapping a: Int, _ b: Int, now: Int64) {
+        watches.touchAll(db: a) { keyExists(db: a, name: $0.name, now: now) || keyExists(db: b, name: $0.name, now: now) }
+        watches.touchAll(db: b) { keyExists(db: b, name: $0.name, now: now) || keyExists(db: a, name: $0.name, now: now) }
+    }
+}
+

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Drives a server with redis-py the way an application would, over RESP2 or RESP3.
+"""Drives a server with redis-py the way an application would, over RESP2 or RESP3: strings, counters,
+expiry, pipelines, transactions (MULTI/EXEC, WATCH), decoded responses.
 
 usage: redis_py_client.py PORT PROTOCOL   (PROTOCOL is 2 or 3)
 
@@ -101,6 +102,56 @@ def check_pipeline(r):
     check("pipelined INCRs, in order", pipe.execute(), list(range(1, 101)) + [b"100"])
 
 
+def check_transactions(r, port, protocol):
+    # r.pipeline() sends its commands in MULTI/EXEC unless told otherwise.
+    with r.pipeline() as pipe:
+        pipe.set("py:tx", 1).incr("py:tx").get("py:tx")
+        check("a transaction: pipeline() with MULTI/EXEC", pipe.execute(), [True, 2, b"2"])
+
+    # A command that fails when EXEC runs it: execute() raises, and the commands around it ran.
+    r.set("py:tx:text", "abc")
+    pipe = r.pipeline()
+    pipe.set("py:tx:before", "x").incr("py:tx:text").set("py:tx:after", "y")
+    try:
+        pipe.execute()
+        failures.append("INCR of a string inside a transaction: execute() should raise")
+    except redis.ResponseError:
+        pass
+    check("the commands around the failing one ran", r.mget(["py:tx:before", "py:tx:after"]), [b"x", b"y"])
+
+    # Optimistic locking: another client changes the watched key, EXEC fails with WatchError.
+    other = redis.Redis(host="127.0.0.1", port=port, protocol=protocol, socket_timeout=10)
+    r.set("py:balance", 100)
+    with r.pipeline() as pipe:
+        pipe.watch("py:balance")
+        balance = int(pipe.get("py:balance"))
+        other.incrby("py:balance", 5)
+        pipe.multi()
+        pipe.set("py:balance", balance - 10)
+        try:
+            pipe.execute()
+            failures.append("EXEC after another client changed a watched key: execute() should raise WatchError")
+        except redis.WatchError:
+            pass
+    check("the other client's change stands", r.get("py:balance"), b"105")
+
+    # r.transaction() retries the function until EXEC goes through.
+    attempts = []
+
+    def withdraw(pipe):
+        attempts.append(1)
+        balance = int(pipe.get("py:balance"))
+        if len(attempts) == 1:
+            other.incrby("py:balance", 1)
+        pipe.multi()
+        pipe.set("py:balance", balance - 10)
+
+    r.transaction(withdraw, "py:balance")
+    check("r.transaction() tried again after the conflict", len(attempts), 2)
+    check("and then applied its change", r.get("py:balance"), b"96")
+    other.close()
+
+
 def check_decoded(port, protocol):
     r = redis.Redis(host="127.0.0.1", port=port, protocol=protocol, decode_responses=True, socket_timeout=10)
     r.set("py:text", "héllo")
@@ -122,6 +173,7 @@ def main():
         check_counters(r)
         check_expiry(r)
         check_pipeline(r)
+        check_transactions(r, port, protocol)
         check_decoded(port, protocol)
     except redis.RedisError as error:
         failures.append(f"unexpected {type(error).__name__}: {error}")

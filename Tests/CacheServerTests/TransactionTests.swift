@@ -64,6 +64,38 @@ struct TransactionTests {
         #expect(h.pushes() == [.push([.bulk("invalidate"), .array([.bulk("k")])])])
     }
 
+    @Test("CLIENT CACHING YES before MULTI applies to every read of the transaction (OPTIN)")
+    func cachingForTheTransaction() {
+        let h = Harness()
+        let writer = h.newSession()
+        _ = h.run("HELLO", "3")
+        #expect(h.run("CLIENT", "TRACKING", "on", "OPTIN") == .ok)
+        #expect(h.run("CLIENT", "CACHING", "yes") == .ok)
+        #expect(h.run("MULTI") == .ok)
+        #expect(h.run("GET", "a") == .simple("QUEUED"))
+        #expect(h.run("GET", "b") == .simple("QUEUED"))
+        #expect(h.run("EXEC") == .array([.null, .null]))
+        #expect(h.run("MSET", "a", "1", "b", "1", as: writer) == .ok)
+        #expect(h.pushes() == [.push([.bulk("invalidate"), .array([.bulk("a")])]), .push([.bulk("invalidate"), .array([.bulk("b")])])])
+        // And only to it: the next read is not tracked.
+        #expect(h.run("GET", "c") == .null)
+        #expect(h.run("SET", "c", "1", as: writer) == .ok)
+        #expect(h.pushes().isEmpty)
+    }
+
+    @Test("RESET asks for AUTH again when a password is set, and leaves MONITOR")
+    func resetConnection() {
+        let h = Harness(requirePass: "secret")
+        #expect(h.run("AUTH", "secret") == .ok)
+        #expect(h.run("MONITOR") == .ok)
+        #expect(h.session.isMonitor)
+        #expect(h.run("RESET") == .simple("RESET"))
+        #expect(!h.session.isMonitor)
+        #expect(h.run("GET", "k") == .error("NOAUTH Authentication required."))
+        #expect(h.run("AUTH", "secret") == .ok)
+        #expect(h.run("GET", "k") == .nullBulkString)
+    }
+
     @Test("the commands of a transaction count as commands when EXEC runs them")
     func counted() {
         let h = Harness()

@@ -152,6 +152,39 @@ struct TransactionLiveTests {
         #expect(try field("flags") == "N")
     }
 
+    @Test("inside EXEC, the client is still in its transaction (CLIENT INFO); one that kills itself gets no more replies", arguments: [ServerProcess.Kind.redis, .cached])
+    func insideExec(_ kind: ServerProcess.Kind) throws {
+        let server = try Self.start(kind)
+        defer { server.stop() }
+        let a = try server.connect()
+        #expect(try a.command("MULTI") == .status("OK"))
+        #expect(try a.command("SET", "a", "1") == .status("QUEUED"))
+        #expect(try a.command("CLIENT", "INFO") == .status("QUEUED"))
+        guard case .array(let replies) = try a.command("EXEC"), replies.count == 2, let info = replies[1].text else {
+            Issue.record("EXEC did not answer [OK, CLIENT INFO]")
+            return
+        }
+        let fields = info.split(whereSeparator: { $0 == " " || $0 == "\n" })
+        for field in ["flags=x", "multi=2", "cmd=exec"] {
+            #expect(fields.contains(Substring(field)), "\(field) in \(info)")
+        }
+
+        // CLIENT KILL of itself: the kill's reply is the last one; the commands after it still run.
+        let raw = try RawConnection(port: server.port)
+        try raw.send(.respCommand(["CLIENT", "ID"]))
+        guard case .integer(let id) = try raw.readReplies(1)[0] else {
+            Issue.record("CLIENT ID did not answer an integer")
+            return
+        }
+        for command in [["MULTI"], ["CLIENT", "KILL", "ID", String(id), "SKIPME", "no"], ["SET", "after-kill", "1"]] {
+            try raw.send(.respCommand(command))
+        }
+        #expect(try raw.readReplies(3) == [.status("OK"), .status("QUEUED"), .status("QUEUED")])
+        try raw.send(.respCommand(["EXEC"]))
+        #expect(String(decoding: try raw.readUntilClosed(), as: UTF8.self) == "*2\r\n:1\r\n")
+        #expect(try a.command("GET", "after-kill") == .bulk("1"))
+    }
+
     @Test("over maxmemory with nothing to evict, queuing is refused and EXEC aborts", arguments: [ServerProcess.Kind.redis, .cached])
     func outOfMemory(_ kind: ServerProcess.Kind) throws {
         let server = try Self.start(kind)
@@ -170,6 +203,12 @@ struct TransactionLiveTests {
         #expect(try c.command("MULTI") == .status("OK"))
         #expect(try c.command("GET", "before") == .error(oom))
         #expect(try c.command("EXEC") == .error("EXECABORT Transaction discarded because of previous errors."))
+        // MULTI and WATCH sent inside a transaction are refused too, and make EXEC fail.
+        for command in [["MULTI"], ["WATCH", "k"]] {
+            #expect(try c.command("MULTI") == .status("OK"))
+            #expect(try c.command(command) == .error(oom))
+            #expect(try c.command("EXEC") == .error("EXECABORT Transaction discarded because of previous errors."))
+        }
         #expect(try admin.command("CONFIG", "SET", "maxmemory", "0") == .status("OK"))
         #expect(try c.command("EXISTS", "before") == .integer(0))
     }

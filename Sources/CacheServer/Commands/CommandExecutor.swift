@@ -5,14 +5,17 @@ import RESP
 /// Runs one parsed command: finds it in the table, checks arity and authentication, feeds MONITOR, and
 /// calls its handler.
 package enum CommandExecutor {
-    /// Executes the command in `arguments` for `session`, appending the reply to `reply`.
+    /// Executes the command in `arguments` for `session`, appending the reply to `reply`. `queued` runs a
+    /// command of a transaction for EXEC: it was checked when it was queued, so, as Redis's `call()`, it runs
+    /// without the checks that come before a command (authentication, context, memory, MISCONF).
     @inline(__always)
     package static func execute(
         _ arguments: Arguments,
         session: ClientSession,
         server: ServerState,
         now: Int64,
-        reply: inout ByteBuffer
+        reply: inout ByteBuffer,
+        queued: Bool = false
     ) {
         // Redis's order of checks: existence, arity, then authentication.
         guard let index = server.commands.lookup(arguments[0]) else {
@@ -22,11 +25,12 @@ package enum CommandExecutor {
             return
         }
         let command = server.commands.dispatch[index]
-        session.noteCommand(index)
+        // CLIENT LIST's cmd= is EXEC's while EXEC runs the queued commands, as in Redis.
+        if !queued { session.noteCommand(index) }
         // A container (CLIENT, CONFIG...) answers an unknown subcommand, or a known one with the wrong number of
         // arguments, itself; Redis refuses those before running anything, so they are not counted.
         var counted = true
-        if command.flags.contains(.container) && arguments.count > 1 {
+        if command.flags.contains(.container) && arguments.count > 1 && !queued {
             counted = noteSubcommand(index, arguments, session, server)
         }
         guard command.acceptsArgumentCount(arguments.count) else {
@@ -37,13 +41,17 @@ package enum CommandExecutor {
         // this check.
         var tracking = false
         if session.modes.rawValue != 0 {
-            guard let tracks = admit(index, arguments, counted: counted, session: session, server: server, now: now, reply: &reply)
-            else { return }
-            tracking = tracks
+            if queued {
+                tracking = rememberQueuedReadKeys(index, arguments, session: session, server: server)
+            } else {
+                guard let tracks = admit(index, arguments, counted: counted, session: session, server: server, now: now, reply: &reply)
+                else { return }
+                tracking = tracks
+            }
         }
         // As Redis's performEvictions: before a command that may allocate, make room if memory is over the
         // limit, and refuse the command when nothing can be evicted (or the policy is noeviction).
-        if command.flags.contains(.denyoom) && server.keyspace.budget.isOverLimit {
+        if !queued && command.flags.contains(.denyoom) && server.keyspace.budget.isOverLimit {
             guard makeRoom(server.commands.commands[index], arguments, session: session, server: server, now: now) else {
                 reply.writeRESPError(ReplyError.outOfMemory)
                 return
@@ -52,7 +60,7 @@ package enum CommandExecutor {
             tracking = tracking || server.tracking.isActive
         }
         // As Redis: while background saves fail, writes (and PING, so that health checks notice) are refused.
-        if server.refusesWrites,
+        if !queued, server.refusesWrites,
             command.flags.contains(.write) || server.commands.commands[index].name == "ping"
         {
             reply.writeRESPError(ReplyError.backgroundSaveFailed)
@@ -133,6 +141,15 @@ package enum CommandExecutor {
         return true
     }
 
+    /// A command EXEC runs for a tracking client: its keys are remembered as a read's are (``admit(_:_:counted:session:server:now:reply:)``
+    /// skips that while queuing). Whether the command has tracking work.
+    @inline(never)
+    static func rememberQueuedReadKeys(_ index: Int, _ arguments: Arguments, session: ClientSession, server: ServerState) -> Bool {
+        guard session.tracking != nil else { return false }
+        rememberReadKeys(index, arguments, session: session, server: server)
+        return true
+    }
+
     /// Answers a command refused before it runs with `message`. Inside MULTI, EXEC will fail (Redis's
     /// `flagTransaction`); a refused EXEC itself ends the transaction, naming the reason (`execCommandAbort`).
     @inline(never)
@@ -202,7 +219,12 @@ package enum CommandExecutor {
         // A read that expired its own key has just been told so: it holds the key (as missing) again.
         rememberReadKeys(index, context.arguments, session: session, server: server)
         // CLIENT CACHING applies to the next command only (CLIENT subcommands keep it, as in Redis).
-        if session.cachingGiven && server.commands.commands[index].name != "client" { session.cachingGiven = false }
+        // Inside a transaction, the commands EXEC runs included.
+        if session.cachingGiven && server.commands.commands[index].name != "client" && !session.inTransaction
+            && !session.runningTransaction
+        {
+            session.cachingGiven = false
+        }
     }
 
     /// Adds the keys of a read-only command to the tracking table for `session`, as Redis's

@@ -30,6 +30,40 @@ package enum ConnectionCommands {
         c.ok()
     }
 
+    /// RESET: the connection as a new one finds it (Redis's `clearClientConnectionState`): the transaction
+    /// discarded and the watched keys forgotten, tracking off, database 0, RESP2, no subscriptions (without
+    /// unsubscribe messages), no longer a monitor, not authenticated when a password is set, no name, NO-EVICT
+    /// and NO-TOUCH off.
+    static func reset(_ c: inout CommandContext) {
+        let (session, server) = (c.session, c.server)
+        if session.inTransaction { _ = session.endTransaction() }
+        server.unwatchAll(session)
+        if session.tracking != nil {
+            server.tracking.disable(session.id)
+            session.tracking = nil
+        }
+        session.cachingGiven = false
+        session.db = 0
+        session.protocolVersion = .resp2
+        if session.modes.contains(.subscribed) {
+            server.pubsub.remove(session.id, channels: session.channels, patterns: session.patterns)
+            for pattern in session.patternsInOrder { session.notePatternUnsubscribed(pattern) }
+            session.updateSubscriptions { channels, patterns in
+                channels.removeAll()
+                patterns.removeAll()
+            }
+        }
+        if session.isMonitor {
+            server.monitors.remove(id: session.id)
+            session.isMonitor = false
+        }
+        session.authenticated = server.config.requirePass.isEmpty
+        session.name = nil
+        session.noEvict = false
+        session.noTouch = false
+        c.simple("RESET")
+    }
+
     // MARK: authentication
 
     /// Checks a password against `requirepass` in constant time.

@@ -23,7 +23,7 @@ package enum DatabaseCommands {
         }
         let count = c.server.keyspace.databases.count
         guard a >= 0 && a < count && b >= 0 && b < count else { return c.error(ReplyError.dbIndexOutOfRange) }
-        c.server.touchWatchedKeys(swapping: a, b, now: c.now)
+        if a != b { c.server.touchWatchedKeys(swapping: a, b, now: c.now) }
         c.server.keyspace.swapDatabases(a, b)
         c.ok()
     }

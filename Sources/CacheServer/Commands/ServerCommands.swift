@@ -13,6 +13,8 @@ package enum ServerCommands {
     }
 
     static func monitor(_ c: inout CommandContext) {
+        // As Redis: a client expects one reply per command of a transaction, so MONITOR cannot run in one.
+        if c.session.runningTransaction { return c.error("ERR MONITOR isn't allowed for DENY BLOCKING client") }
         // As Redis: a connection that already monitors gets no second reply.
         if c.session.isMonitor { return }
         c.session.isMonitor = true

@@ -10,6 +10,7 @@ import RESP
 /// array of their replies, or with a null array when a watched key changed since WATCH.
 enum TransactionCommands {
     static func multi(_ c: inout CommandContext) {
+        if refusedOverMemory(&c) { return }
         guard !c.session.inTransaction else { return c.error("ERR MULTI calls can not be nested") }
         c.session.beginTransaction()
         c.ok()
@@ -23,16 +24,12 @@ enum TransactionCommands {
     }
 
     static func exec(_ c: inout CommandContext) {
-        let (session, server, now) = (c.session, c.server, c.now)
+        let (session, server) = (c.session, c.server)
         guard session.inTransaction else { return c.error("ERR EXEC without MULTI") }
         let refused = session.transactionRefused
         let commands = session.endTransaction()
-        if refused {
-            server.unwatchAll(session)
-            return c.error("EXECABORT Transaction discarded because of previous errors.")
-        }
-        // As Redis, EXEC of a transaction that writes is refused while memory is over the limit and nothing can be
-        // evicted, or while background saves fail.
+        // As Redis, before anything else: EXEC of a transaction that writes is refused while memory is over the
+        // limit and nothing can be evicted, or while background saves fail.
         var flags: CommandFlags = []
         for command in commands {
             command.withArguments { arguments in
@@ -40,7 +37,7 @@ enum TransactionCommands {
             }
         }
         if flags.contains(.denyoom) && server.keyspace.budget.isOverLimit
-            && !server.keyspace.evict(database: session.db, shardIndex: 0, now: now)
+            && !server.keyspace.evict(database: session.db, shardIndex: 0, now: c.now)
         {
             server.unwatchAll(session)
             return c.error(abortMessage("\(ReplyError.outOfMemory)"))
@@ -49,8 +46,13 @@ enum TransactionCommands {
             server.unwatchAll(session)
             return c.error(abortMessage("\(ReplyError.backgroundSaveFailed)"))
         }
-        let record = session.lastCommandRecord
+        if refused {
+            server.unwatchAll(session)
+            return c.error("EXECABORT Transaction discarded because of previous errors.")
+        }
         server.transactions.exclusively(from: session.lane) {
+            // The time once no other client runs commands: waiting for them may have taken a while.
+            let now = server.clock.nowMilliseconds()
             let changed = watchedKeyChanged(session, server: server, now: now)
             server.unwatchAll(session)
             if changed {
@@ -58,13 +60,37 @@ enum TransactionCommands {
                 return
             }
             c.reply.writeRESPArrayHeader(commands.count)
+            session.noteTransactionRunning(commands.count)
+            defer { session.noteTransactionRunning(nil) }
+            var unsent = ByteBuffer()
             for command in commands {
                 command.withArguments { arguments in
-                    CommandExecutor.execute(arguments, session: session, server: server, now: now, reply: &c.reply)
+                    // A client that killed itself (CLIENT KILL ... SKIPME no) gets no further replies; the
+                    // commands still run, as in Redis.
+                    if session.closeAfterReply {
+                        unsent.clear()
+                        CommandExecutor.execute(arguments, session: session, server: server, now: now, reply: &unsent, queued: true)
+                    } else {
+                        CommandExecutor.execute(arguments, session: session, server: server, now: now, reply: &c.reply, queued: true)
+                    }
                 }
             }
         }
-        session.lastCommandRecord = record
+        if session.messagesAfterTransaction.readableBytes > 0 {
+            c.reply.writeBuffer(&session.messagesAfterTransaction)
+            session.messagesAfterTransaction = ByteBuffer()
+        }
+    }
+
+    /// Inside MULTI, Redis refuses every command but EXEC, DISCARD and QUIT while memory is over the limit and
+    /// eviction cannot bring it down, MULTI and WATCH included, and EXEC then fails: true after that refusal.
+    private static func refusedOverMemory(_ c: inout CommandContext) -> Bool {
+        let server = c.server
+        guard c.session.inTransaction, server.keyspace.budget.isOverLimit else { return false }
+        if server.keyspace.evict(database: c.session.db, shardIndex: 0, now: c.now) { return false }
+        c.error(ReplyError.outOfMemory)
+        c.session.transactionRefused = true
+        return true
     }
 
     /// EXEC's error when it is refused: the transaction is discarded, and the reason given, as Redis words it
@@ -84,6 +110,7 @@ enum TransactionCommands {
     }
 
     static func watch(_ c: inout CommandContext) {
+        if refusedOverMemory(&c) { return }
         guard !c.session.inTransaction else { return c.error("ERR WATCH inside MULTI is not allowed") }
         let db = c.session.db
         for i in 1..<c.arguments.count {

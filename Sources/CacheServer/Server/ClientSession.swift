@@ -134,13 +134,6 @@ package final class ClientSession: @unchecked Sendable {
         lastCommand.store(index.map { $0 << 8 } ?? -1, ordering: .relaxed)
     }
 
-    /// What ``noteCommand(_:)`` and ``noteSubcommand(_:of:)`` recorded, to put back after EXEC has run the
-    /// commands of a transaction (CLIENT LIST then shows `cmd=exec`, as in Redis).
-    package var lastCommandRecord: Int {
-        get { lastCommand.load(ordering: .relaxed) }
-        set { lastCommand.store(newValue, ordering: .relaxed) }
-    }
-
     /// Records the subcommand of a container command (CLIENT, CONFIG...): its index among the container's
     /// subcommands, or nil when there is no such subcommand (`cmd=NULL`, as in Redis).
     package func noteSubcommand(_ subcommand: Int?, of index: Int) {
@@ -267,8 +260,14 @@ package final class ClientSession: @unchecked Sendable {
         }
     }
 
+    /// EXEC is running the queued commands (Redis's CLIENT_DENY_BLOCKING for them: MONITOR is refused).
+    @exclusivity(unchecked) package var runningTransaction = false
+    /// Messages for this client that its transaction's commands caused (its own invalidations): sent after
+    /// EXEC's reply, not inside it.
+    package var messagesAfterTransaction = ByteBuffer()
+
     /// The transaction gate's lane of the connection's event loop (nil without one, as in tests).
-    package var lane: TransactionGate.Lane?
+    @exclusivity(unchecked) package var lane: TransactionGate.Lane?
 
     /// The commands queued since MULTI.
     package private(set) var queuedCommands: [QueuedCommand] = []
@@ -296,6 +295,12 @@ package final class ClientSession: @unchecked Sendable {
         queuedCount.store(-1, ordering: .relaxed)
         defer { queuedCommands = [] }
         return queuedCommands
+    }
+
+    /// EXEC runs `count` commands (nil: it is done): CLIENT LIST shows the transaction until then, as Redis does.
+    package func noteTransactionRunning(_ count: Int?) {
+        runningTransaction = count != nil
+        queuedCount.store(count ?? -1, ordering: .relaxed)
     }
 
     /// Queues a command of the transaction (a copy of its arguments).

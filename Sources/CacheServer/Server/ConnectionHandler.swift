@@ -88,7 +88,8 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         self.reference = reference
         session.outlet = Outlet(reference: NIOLoopBound(reference, eventLoop: context.eventLoop))
         self.session = session
-        session.lane = server.transactions.lane(for: context.eventLoop)
+        lane = server.transactions.lane(for: context.eventLoop)
+        session.lane = lane
         session.replyLimits = Self.replyLimits(outputLimits)
         self.context = context
         output = context.channel.allocator.buffer(capacity: 4096)
@@ -181,8 +182,8 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         var incoming = unwrapInboundIn(data)
         guard !closing, let session else { return }
         // While this read's commands run, a transaction on another event loop waits (and the other way round).
-        if let lane = session.lane { server.transactions.enter(lane) }
-        defer { if let lane = session.lane { server.transactions.leave(lane) } }
+        if let lane { server.transactions.enter(lane) }
+        defer { if let lane { server.transactions.leave(lane) } }
         session.noteTraffic(input: incoming.readableBytes)
         refreshLimits()
         let now = server.clock.nowMilliseconds()
@@ -377,10 +378,10 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
 
     @inline(__always)
     private func afterCommand(session: ClientSession, context: ChannelHandlerContext) {
-        if session.isMonitor && !registeredMonitor {
-            registeredMonitor = true
+        if session.isMonitor != registeredMonitor {
+            registeredMonitor = session.isMonitor
             // The feed reaches the connection through its outlet, on this event loop, like pub/sub messages.
-            server.monitors.add(session)
+            if registeredMonitor { server.monitors.add(session) } else { server.monitors.remove(id: session.id) }
         }
         if session.replyOverflowed {
             closeForOutputLimit(pending: output.readableBytes, context: context)
@@ -392,6 +393,8 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     @exclusivity(unchecked) private var registeredMonitor = false
+    /// The transaction gate's lane of this connection's event loop.
+    @exclusivity(unchecked) private var lane: TransactionGate.Lane?
 
     private func closeForQueryBufferLimit(_ length: Int, context: ChannelHandlerContext) {
         closeOverLimit("Closing client that reached max query buffer length", ("qbuf", length), context: context)

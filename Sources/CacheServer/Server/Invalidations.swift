@@ -59,7 +59,13 @@ extension ServerState {
                         out.writeRESPBulkString("tracking-redir-broken")
                         out.writeRESPInteger(redirect)
                     }
-                    if ownCommand { broken(tracker, &reply) } else { tracker.outlet?.send(broken) }
+                    if ownCommand && tracker.runningTransaction {
+                        broken(tracker, &tracker.messagesAfterTransaction)
+                    } else if ownCommand {
+                        broken(tracker, &reply)
+                    } else {
+                        tracker.outlet?.send(broken)
+                    }
                     continue
                 }
                 destination = target
@@ -70,7 +76,14 @@ extension ServerState {
                 Self.writeInvalidation(message, to: session, redirected: redirected, into: &out)
             }
             if destination === current {
-                if ownCommand { write(destination, &reply) } else { write(destination, &before) }
+                if destination.runningTransaction {
+                    // Not inside EXEC's array: after it, as Redis holds them back.
+                    write(destination, &destination.messagesAfterTransaction)
+                } else if ownCommand {
+                    write(destination, &reply)
+                } else {
+                    write(destination, &before)
+                }
             } else {
                 destination.outlet?.send(write)
             }

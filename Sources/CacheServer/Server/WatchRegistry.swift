@@ -25,6 +25,9 @@ package final class WatchRegistry: Sendable {
 
     private let state = Mutex(Watchers())
     private let active = Atomic<Bool>(false)
+    /// Watched keys per bucket of key hashes: a write to a key whose bucket holds none (almost every write,
+    /// with a few keys watched) is done after one load, without copying the key or taking the lock.
+    private let buckets = WatchBuckets()
 
     package init() {}
 
@@ -35,6 +38,7 @@ package final class WatchRegistry: Sendable {
     /// Adds `session` to the watchers of `key` (the session records the key itself).
     package func add(_ key: Key, for session: ClientSession) {
         state.withLock { state in
+            if state.byKey[key] == nil { buckets.add(key.name, 1) }
             state.byKey[key, default: []].append(session)
             active.store(true, ordering: .relaxed)
         }
@@ -47,6 +51,7 @@ package final class WatchRegistry: Sendable {
                 guard var sessions = state.byKey[key] else { continue }
                 sessions.removeAll { $0 === session }
                 state.byKey[key] = sessions.isEmpty ? nil : sessions
+                if sessions.isEmpty { buckets.add(key.name, -1) }
             }
             if state.byKey.isEmpty { active.store(false, ordering: .relaxed) }
         }
@@ -54,6 +59,7 @@ package final class WatchRegistry: Sendable {
 
     /// A command changed `name` in database `db`: its watchers' transactions fail.
     package func touch(db: Int, name: UnsafeRawBufferPointer) {
+        guard buckets.mayHold(name) else { return }
         let key = Key(db: db, name: Array(name))
         state.withLock { state in
             for session in state.byKey[key] ?? [] { session.markWatchDirty() }
@@ -75,3 +81,35 @@ package final class WatchRegistry: Sendable {
         }
     }
 }
+
+/// Counts of watched keys by bucket of their hash (4,096 buckets), readable without a lock.
+private final class WatchBuckets: @unchecked Sendable {
+    private static let count = 4096
+    private let counts: UnsafeMutablePointer<Atomic<Int>>
+
+    init() {
+        counts = .allocate(capacity: Self.count)
+        for i in 0..<Self.count { (counts + i).initialize(to: Atomic(0)) }
+    }
+
+    deinit {
+        counts.deinitialize(count: Self.count)
+        counts.deallocate()
+    }
+
+    private static func bucket(_ name: UnsafeRawBufferPointer) -> Int {
+        Int(truncatingIfNeeded: Keyspace.hasher.hash(name)) & (count - 1)
+    }
+
+    /// Whether a watched key may have `name` (none does when its bucket is empty).
+    @inline(__always)
+    func mayHold(_ name: UnsafeRawBufferPointer) -> Bool {
+        counts[Self.bucket(name)].load(ordering: .relaxed) != 0
+    }
+
+    /// Counts a key watched (`delta` 1) or no longer watched (-1); with the registry's lock held.
+    func add(_ name: [UInt8], _ delta: Int) {
+        name.withUnsafeBytes { counts[Self.bucket($0)].add(delta, ordering: .relaxed) }
+    }
+}
+

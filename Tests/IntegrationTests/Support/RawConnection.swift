@@ -101,6 +101,14 @@ final class RawConnection {
         return replies
     }
 
+    /// Everything the server sends until it closes the connection (within `timeout`).
+    func readUntilClosed(timeout: TimeInterval = 10) throws -> [UInt8] {
+        let deadline = Date().addingTimeInterval(timeout)
+        while try fill(until: deadline) {}
+        defer { pending.removeAll() }
+        return pending
+    }
+
     /// Whether the server closes the connection (reads end of file) within `timeout`, discarding any bytes.
     func closedByServer(within timeout: TimeInterval = 5) throws -> Bool {
         let deadline = Date().addingTimeInterval(timeout)

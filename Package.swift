@@ -37,11 +37,13 @@ let package = Package(
         .target(name: "CBusyPoll"),
         // pthread_setname_np, which Swift's Glibc module does not offer: threads named as `top -H` shows them.
         .target(name: "CThreadName"),
+        // INCRBYFLOAT's long double arithmetic and formatting, as Redis does them.
+        .target(name: "CFloatText"),
         // The RESP server as a library: command table, handlers, NIO pipeline, config.
         .target(
             name: "CacheServer",
             dependencies: [
-                "RESP", "CacheCore", "CBusyPoll", "CThreadName",
+                "RESP", "CacheCore", "CBusyPoll", "CThreadName", "CFloatText",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -29,6 +29,9 @@ package enum CommandCheck {
         init() {
             var configuration = ServerConfiguration()
             configuration.databases = CommandCheck.databases
+            // SETRANGE makes a value as long as its offset from a few bytes of input: at most 1 MiB here, so that
+            // an input cannot take the fuzzer's memory.
+            configuration.protoMaxBulkLength = 1 << 20
             self.configuration = configuration
             start = clock.nowMilliseconds()
             server = ServerState(

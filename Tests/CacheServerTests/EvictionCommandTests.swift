@@ -137,4 +137,25 @@ struct EvictionCommandTests {
         #expect(hot >= 3900, "\(4000 - hot) of \(evicted) evicted keys were read three times")
         #expect(h.run("KEYS", "once:*").elements?.count == 4000 - (evicted - (4000 - hot)))
     }
+
+    @Test("TOUCH counts as a read for eviction: touched keys outlive untouched ones (allkeys-sieve)")
+    func touchKeepsKeys() {
+        let policy = "allkeys-sieve"
+        let h = Harness()
+        fill(h, count: 4000, size: 250, prefix: "k")
+        h.advance(10_000)
+        // The first half is touched (and one key that does not exist is not counted).
+        for i in stride(from: 0, to: 2000, by: 100) {
+            let keys = (i..<(i + 100)).map { "k:\($0)" } + ["absent"]
+            #expect(h.run((["TOUCH"] + keys).map { Array($0.utf8) }) == .integer(100))
+        }
+        h.advance(10_000)
+        let full = h.server.keyspace.budget.usedBytes
+        // A quarter of the memory has to go: the untouched half should give it.
+        #expect(h.run("CONFIG", "SET", "maxmemory-policy", policy, "maxmemory", String(full * 3 / 4)) == .ok)
+        let evicted = Int(info(h, "stats")["evicted_keys"] ?? "") ?? 0
+        let touched = (0..<2000).filter { h.run("EXISTS", "k:\($0)") == .integer(1) }.count
+        #expect(evicted > 500)
+        #expect(touched >= 1950, "\(2000 - touched) of \(evicted) evicted keys were touched")
+    }
 }

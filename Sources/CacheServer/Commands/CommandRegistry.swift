@@ -66,6 +66,17 @@ package enum CommandRegistry {
         CommandSpec("getrange", arity: 4, flags: [.readonly], keys: (1, 1, 1), categories: ["read", "string", "slow"],
                     group: "string", since: "2.4.0", summary: "Get a substring of the string stored at a key",
                     complexity: "O(N) where N is the length of the returned string.", handler: S.getrange),
+        CommandSpec("substr", arity: 4, flags: [.readonly], keys: (1, 1, 1), categories: ["read", "string", "slow"],
+                    group: "string", since: "1.0.0", summary: "Get a substring of the string stored at a key",
+                    complexity: "O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.",
+                    handler: S.getrange),
+        CommandSpec("setrange", arity: 4, flags: [.write, .denyoom], keys: (1, 1, 1), categories: ["write", "string", "slow"],
+                    group: "string", since: "2.2.0", summary: "Overwrite part of a string at key starting at the specified offset",
+                    complexity: "O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument.",
+                    handler: S.setrange),
+        CommandSpec("incrbyfloat", arity: 3, flags: writeFast, keys: (1, 1, 1), categories: ["write", "string", "fast"],
+                    group: "string", since: "2.6.0", summary: "Increment the float value of a key by the given amount",
+                    handler: S.incrbyfloat),
     ]
 
     static let keys: [CommandSpec] = [
@@ -76,6 +87,10 @@ package enum CommandRegistry {
                     categories: ["keyspace", "write", "fast"], group: "generic", since: "4.0.0",
                     summary: "Delete a key asynchronously in another thread.", complexity: "O(1) for each key removed.",
                     handler: K.del),
+        CommandSpec("touch", arity: -2, flags: readFast, keys: (1, -1, 1), categories: ["keyspace", "read", "fast"],
+                    group: "generic", since: "3.2.1",
+                    summary: "Alters the last access time of a key(s). Returns the number of existing keys specified.",
+                    complexity: "O(N) where N is the number of keys that will be touched.", handler: K.touch),
         CommandSpec("exists", arity: -2, flags: readFast, keys: (1, -1, 1), categories: ["keyspace", "read", "fast"],
                     group: "generic", since: "1.0.0", summary: "Determine if a key exists",
                     complexity: "O(N) where N is the number of keys to check.", handler: K.exists),

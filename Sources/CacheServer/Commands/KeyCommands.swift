@@ -21,17 +21,24 @@ package enum KeyCommands {
         c.integer(removed)
     }
 
-    static func exists(_ c: inout CommandContext) {
+    static func exists(_ c: inout CommandContext) { countExisting(&c, touching: false) }
+
+    /// TOUCH key [key ...]: EXISTS that also reads each key for eviction (its access time and read count).
+    static func touch(_ c: inout CommandContext) { countExisting(&c, touching: true) }
+
+    /// How many of the keys exist (a key named twice counts twice).
+    private static func countExisting(_ c: inout CommandContext, touching: Bool) {
         let db = c.database
         var found = 0
         for i in 1..<c.arguments.count {
             let hash = c.hash(i)
             let shard = db.shard(for: hash)
             shard.lock.lock()
-            let exists = shard.lookup(c.arguments[i], hash: hash, now: c.now) != nil
-            shard.countLookup(found: exists)
+            let index = shard.lookup(c.arguments[i], hash: hash, now: c.now)
+            shard.countLookup(found: index != nil)
+            if touching, let index { shard.touch(index, now: c.now) }
             shard.lock.unlock()
-            if exists { found += 1 }
+            if index != nil { found += 1 }
         }
         c.integer(found)
     }

@@ -5,6 +5,7 @@ import RESP
 package enum ReplyError {
     package static let syntax: StaticString = "ERR syntax error"
     package static let notInteger: StaticString = "ERR value is not an integer or out of range"
+    package static let notFloat: StaticString = "ERR value is not a valid float"
     package static let overflow: StaticString = "ERR increment or decrement would overflow"
     package static let noSuchKey: StaticString = "ERR no such key"
     package static let dbIndexOutOfRange: StaticString = "ERR DB index is out of range"

@@ -1,3 +1,4 @@
+import CFloatText
 import CacheCore
 import NIOCore
 import RESP
@@ -321,23 +322,40 @@ package enum StringCommands {
         if onlyIfNoneExist { c.integer(1) } else { c.ok() }
     }
 
-    static func append(_ c: inout CommandContext) {
+    static func append(_ c: inout CommandContext) { overwrite(&c, valueArgument: 2, offset: nil) }
+
+    /// SETRANGE key offset value: overwrites part of the value, padding with zero bytes; the new length.
+    static func setrange(_ c: inout CommandContext) {
+        guard let offset = c.integerArgument(2) else { return }
+        guard offset >= 0 else { return c.error("ERR offset is out of range") }
+        overwrite(&c, valueArgument: 3, offset: offset)
+    }
+
+    /// Writes argument `valueArgument` into the value of the key in argument 1 at `offset` (nil: at its end,
+    /// APPEND), with zero bytes between the value's end and `offset`, keeping the TTL; answers the new length.
+    private static func overwrite(_ c: inout CommandContext, valueArgument: Int, offset: Int?) {
         let key = c.arguments[1]
-        let suffix = c.arguments[2]
+        let part = c.arguments[valueArgument]
         let hash = c.hash(1)
         let shard = c.database.shard(for: hash)
         shard.lock.lock()
         defer { shard.lock.unlock() }
         let existing = shard.lookup(key, hash: hash, now: c.now)
         let old = existing.map { shard.entry(at: $0).value } ?? UnsafeRawBufferPointer(start: nil, count: 0)
-        let total = old.count + suffix.count
-        if existing != nil && total > c.server.config.protoMaxBulkLength {
-            c.error(ReplyError.stringTooLong)
-            return
+        // SETRANGE with nothing to write changes nothing: a missing key stays missing (APPEND creates it).
+        if offset != nil && part.count == 0 { return c.integer(old.count) }
+        let start = offset ?? old.count
+        let (end, overflow) = start.addingReportingOverflow(part.count)
+        // As Redis: the length is checked unless APPEND creates the key (its value is a bulk within the limit).
+        if (offset != nil || existing != nil) && (overflow || end > c.server.config.protoMaxBulkLength) {
+            return c.error(ReplyError.stringTooLong)
         }
+        let total = max(old.count, end)
         let stored = shard.rewriteValue(key, hash: hash, existing: existing, count: total) { out in
-            if old.count > 0 { out.baseAddress!.copyMemory(from: old.baseAddress!, byteCount: old.count) }
-            if suffix.count > 0 { (out.baseAddress! + old.count).copyMemory(from: suffix.baseAddress!, byteCount: suffix.count) }
+            let base = out.baseAddress!
+            if old.count > 0 { base.copyMemory(from: old.baseAddress!, byteCount: old.count) }
+            if start > old.count { (base + old.count).initializeMemory(as: UInt8.self, repeating: 0, count: start - old.count) }
+            if part.count > 0 { (base + start).copyMemory(from: part.baseAddress!, byteCount: part.count) }
         }
         guard stored else { return c.error(ReplyError.outOfMemory) }
         c.keyModified(1)
@@ -345,6 +363,38 @@ package enum StringCommands {
     }
 
     // MARK: counters
+
+    /// INCRBYFLOAT key increment: the sum in `long double`, stored and answered as Redis writes it; the TTL is kept.
+    static func incrbyfloat(_ c: inout CommandContext) {
+        let key = c.arguments[1]
+        let increment = c.arguments[2]
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        defer { shard.lock.unlock() }
+        let existing = shard.lookup(key, hash: hash, now: c.now)
+        withUnsafeTemporaryAllocation(byteCount: 5120, alignment: 1) { out in
+            let text = out.baseAddress!.assumingMemoryBound(to: CChar.self)
+            let by = increment.baseAddress?.assumingMemoryBound(to: CChar.self) ?? UnsafePointer(text)
+            var length: CInt
+            if let index = existing {
+                let current = shard.entry(at: index).value
+                // An empty value is not a float (a nil pointer would stand for a missing key).
+                let pointer = current.baseAddress?.assumingMemoryBound(to: CChar.self) ?? UnsafePointer(text)
+                length = cached_incrbyfloat(pointer, current.count, by, increment.count, text, out.count)
+            } else {
+                length = cached_incrbyfloat(nil, 0, by, increment.count, text, out.count)
+            }
+            guard length != -1 else { return c.error("ERR increment would produce NaN or Infinity") }
+            guard length > 0 else { return c.error(ReplyError.notFloat) }
+            let result = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(out)[0..<Int(length)])
+            guard shard.setValue(key, hash: hash, value: result, ttl: .keep, existing: existing) else {
+                return c.error(ReplyError.outOfMemory)
+            }
+            c.keyModified(1)
+            c.bulk(result)
+        }
+    }
 
     static func incr(_ c: inout CommandContext) { incrBy(&c, 1) }
     static func decr(_ c: inout CommandContext) { incrBy(&c, -1) }

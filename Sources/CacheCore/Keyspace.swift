@@ -49,16 +49,17 @@ public final class Keyspace: Sendable {
     /// `performEvictions` does before a command that may allocate. Returns false when it could not get
     /// under the limit: the policy is `noeviction`, or no shard has a key the policy may evict.
     ///
-    /// It starts with shard `shardIndex` of database `database` (the shard the command writes to), so that
-    /// the work of a write falls on the shard that grows and no lock but one shard's is held at a time. A
-    /// shard gives up at most ``evictionsPerVisit`` keys before the next shard takes its turn: a large
-    /// excess (a lowered limit) is taken from every shard alike, each choosing its victims by the policy,
-    /// instead of emptying the first shards whatever their keys' use.
+    /// It starts with shard `shardIndex` of database `database` (the shard the command writes to), and holds
+    /// no lock but one shard's at a time. Under LRU, LFU and volatile-ttl each key evicted is the best of the
+    /// candidates of ``shardsPerChoice`` shards, the next key's chosen among the shards after them; under the
+    /// other policies a shard gives up at most ``evictionsPerVisit`` keys before the next shard takes its
+    /// turn. Either way a large excess (a lowered limit) is taken from every shard alike, instead of emptying
+    /// the first shards whatever their keys' use.
     ///
     /// When other databases than `database` held keys at the last ``refreshDatabasesInUse()``, each key is
     /// chosen among those databases too, as Redis samples every database: under LRU, LFU and volatile-ttl the
-    /// best candidate of the written database's shard and of the same shard of each other database is
-    /// evicted; under the other policies the databases take turns.
+    /// best candidate of the same shards of each of them is evicted; under the other policies the databases
+    /// take turns.
     package func evict(database: Int, shardIndex: Int, now: Int64) -> Bool {
         evict(database: database, shardIndex: shardIndex, now: now, keyBudget: .max) == .withinLimit
     }
@@ -88,6 +89,9 @@ public final class Keyspace: Sendable {
             let outcome = evictAcrossDatabases(
                 inUse | Self.databaseBit(database), from: shardIndex, now: now, keysLeft: &keysLeft)
             if outcome != .nothingToEvict { return outcome }
+        }
+        if budget.policy.hasScores {
+            return evictByScore(database: database, from: shardIndex, now: now, keysLeft: &keysLeft)
         }
         let total = databases.count * Self.shardCount
         var position = database * Self.shardCount + shardIndex
@@ -120,6 +124,55 @@ public final class Keyspace: Sendable {
                 if fruitless >= total { return .nothingToEvict }
             }
             if excess > 0 { position = (position + 1) % total }
+        }
+        return .withinLimit
+    }
+
+    /// How many shards' best candidates are compared for each key evicted under LRU, LFU and volatile-ttl, as
+    /// Redis compares `maxmemory-samples` keys (each shard's candidate is the best of its own sample). Comparing
+    /// across shards matters when shards hold few keys: a shard's only keys may all be recently read.
+    private var shardsPerChoice: Int { max(1, min(16, budget.samples.load(ordering: .relaxed))) }
+
+    /// Eviction under LRU, LFU and volatile-ttl in one database: each key evicted is the best of the candidates
+    /// of ``shardsPerChoice`` shards, the next key's chosen among the shards after them.
+    private func evictByScore(database: Int, from shardIndex: Int, now: Int64, keysLeft: inout Int) -> EvictionOutcome {
+        let shards = databases[database].shards
+        let width = shardsPerChoice
+        var index = shardIndex
+        var fruitless = 0
+        var excess = currentExcess
+        while excess > 0 {
+            guard keysLeft > 0 else { return .budgetSpent }
+            var best: (shard: Int, candidate: (index: Int, slot: UInt64, score: Int))?
+            for step in 0..<width {
+                let i = (index + step) % Self.shardCount
+                shards[i].lock.lock()
+                let candidate = shards[i].victimCandidate(now: now)
+                shards[i].lock.unlock()
+                if let candidate, best.map({ candidate.score > $0.candidate.score }) ?? true { best = (i, candidate) }
+            }
+            index = (index + width) % Self.shardCount
+            guard let best else {
+                fruitless += width
+                if fruitless >= Self.shardCount { return .nothingToEvict }
+                continue
+            }
+            let shard = shards[best.shard]
+            shard.lock.lock()
+            let before = shard.usedBytes
+            // The candidate may be gone meanwhile (a write on another loop): then the next shards are looked at.
+            let evicted = shard.evict(candidate: best.candidate)
+            excess -= before - shard.usedBytes
+            shard.flushAccounting()
+            shard.lock.unlock()
+            if evicted {
+                fruitless = 0
+                keysLeft -= 1
+                excess = min(excess, currentExcess)
+            } else {
+                fruitless += 1
+                if fruitless >= Self.shardCount { return .nothingToEvict }
+            }
         }
         return .withinLimit
     }
@@ -162,6 +215,7 @@ public final class Keyspace: Sendable {
         _ mask: UInt64, from shardIndex: Int, now: Int64, keysLeft: inout Int
     ) -> EvictionOutcome {
         let scored = budget.policy.hasScores
+        let width = shardsPerChoice
         var index = shardIndex
         // Whose turn it is goes on from one call to the next (each write evicts a key or so).
         var turn = evictionTurn.load(ordering: .relaxed)
@@ -170,7 +224,7 @@ public final class Keyspace: Sendable {
         var excess = currentExcess
         while excess > 0 {
             guard keysLeft > 0 else { return .budgetSpent }
-            var best: (database: Int, candidate: (index: Int, slot: UInt64, score: Int))?
+            var best: (database: Int, shard: Int, candidate: (index: Int, slot: UInt64, score: Int))?
             var chosen: Int?
             // The databases in turn from `turn`, so that ties (and unscored policies) rotate among them.
             for step in 0..<databases.count {
@@ -178,10 +232,17 @@ public final class Keyspace: Sendable {
                 guard mask & Self.databaseBit(d) != 0 else { continue }
                 let shard = databases[d].shards[index]
                 if scored {
-                    shard.lock.lock()
-                    let candidate = shard.victimCandidate(now: now)
-                    shard.lock.unlock()
-                    if let candidate, best.map({ candidate.score > $0.candidate.score }) ?? true { best = (d, candidate) }
+                    // The candidates of `width` shards of each database, as in a single database.
+                    for offset in 0..<width {
+                        let i = (index + offset) % Self.shardCount
+                        let shard = databases[d].shards[i]
+                        shard.lock.lock()
+                        let candidate = shard.victimCandidate(now: now)
+                        shard.lock.unlock()
+                        if let candidate, best.map({ candidate.score > $0.candidate.score }) ?? true {
+                            best = (d, i, candidate)
+                        }
+                    }
                 } else {
                     shard.lock.lock()
                     let has = shard.count > 0 && (!budget.policy.volatileOnly || shard.expiresCount > 0)
@@ -193,7 +254,7 @@ public final class Keyspace: Sendable {
                 }
             }
             if let d = best?.database ?? chosen {
-                let shard = databases[d].shards[index]
+                let shard = databases[d].shards[best?.shard ?? index]
                 shard.lock.lock()
                 let before = shard.usedBytes
                 let evicted = best.map { shard.evict(candidate: $0.candidate) } ?? false || shard.evictOne(now: now)
@@ -210,7 +271,7 @@ public final class Keyspace: Sendable {
                 fruitless += 1
             }
             if fruitless >= Self.shardCount { return .nothingToEvict }
-            index = (index + 1) % Self.shardCount
+            index = (index + (scored ? width : 1)) % Self.shardCount
         }
         return .withinLimit
     }

@@ -51,6 +51,15 @@ extension Shard {
         return true
     }
 
+    /// Writes `part` over the value of the key in slot `index` from `offset` on, in place: `offset + part.count`
+    /// must not pass the value's end (SETRANGE inside the value, APPEND of nothing).
+    package func overwriteValue(at index: Int, offset: Int, with part: UnsafeRawBufferPointer) {
+        let value = entry(at: index).mutableValue
+        precondition(offset >= 0 && offset + part.count <= value.count, "overwrite past the value's end")
+        if part.count > 0 { (value.baseAddress! + offset).copyMemory(from: part.baseAddress!, byteCount: part.count) }
+        changes &+= 1
+    }
+
     /// Builds a new value of `count` bytes for the key in slot `index` (or a new key when nil) with
     /// `fill`, keeping the key's TTL. Returns false when memory could not be allocated.
     @discardableResult

@@ -379,4 +379,20 @@ struct StringCommandTests {
         #expect(h.run("GETRANGE", "empty", "0", "-1") == .bulk(""))
         #expect(h.run("GETRANGE", "k", "a", "1") == .error("ERR value is not an integer or out of range"))
     }
+
+    @Test("SETRANGE inside the value and APPEND of nothing count as changes (save points), as any write does")
+    func setrangeInPlaceCountsAChange() {
+        let h = Harness()
+        #expect(h.run("SET", "k", "value", "EX", "100") == .ok)
+        let before = h.server.keyspace.totalChanges
+        #expect(h.run("SETRANGE", "k", "0", "V") == .integer(5))
+        #expect(h.run("APPEND", "k", "") == .integer(5))
+        #expect(h.server.keyspace.totalChanges == before + 2)
+        #expect(h.run("GET", "k") == .bulk("Value"))
+        #expect(h.run("TTL", "k") == .integer(100))
+        #expect(h.run("SETRANGE", "k", "5", "!") == .integer(6), "past the end: a new entry")
+        #expect(h.server.keyspace.totalChanges == before + 3)
+        #expect(h.run("GET", "k") == .bulk("Value!"))
+    }
 }
+

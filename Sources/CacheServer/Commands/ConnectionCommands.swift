@@ -32,8 +32,8 @@ package enum ConnectionCommands {
 
     /// RESET: the connection as a new one finds it (Redis's `clearClientConnectionState`): the transaction
     /// discarded and the watched keys forgotten, tracking off, database 0, RESP2, no subscriptions (without
-    /// unsubscribe messages), no longer a monitor, not authenticated when a password is set, no name, NO-EVICT
-    /// and NO-TOUCH off.
+    /// unsubscribe messages), no longer a monitor, not authenticated when a password is set, no name, NO-TOUCH
+    /// off (NO-EVICT stays, as in Redis 7.0).
     static func reset(_ c: inout CommandContext) {
         let (session, server) = (c.session, c.server)
         if session.inTransaction { _ = session.endTransaction() }
@@ -59,7 +59,7 @@ package enum ConnectionCommands {
         }
         session.authenticated = server.config.requirePass.isEmpty
         session.name = nil
-        session.noEvict = false
+        // Redis 7.0 keeps NO-EVICT; NO-TOUCH, of Redis 7.2, goes as 7.2's RESET clears it.
         session.noTouch = false
         c.simple("RESET")
     }

@@ -350,6 +350,12 @@ package enum StringCommands {
         if (offset != nil || existing != nil) && (overflow || end > c.server.config.protoMaxBulkLength) {
             return c.error(ReplyError.stringTooLong)
         }
+        // Inside the value: written in place, in time proportional to the bytes written, as in Redis.
+        if let index = existing, end <= old.count {
+            shard.overwriteValue(at: index, offset: start, with: part)
+            c.keyModified(1)
+            return c.integer(old.count)
+        }
         let total = max(old.count, end)
         let stored = shard.rewriteValue(key, hash: hash, existing: existing, count: total) { out in
             let base = out.baseAddress!

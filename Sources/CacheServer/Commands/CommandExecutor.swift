@@ -199,7 +199,7 @@ package enum CommandExecutor {
             return
         }
         // As Redis: once EXEC is bound to fail, the commands are answered but not kept.
-        if !session.transactionRefused && !session.isWatchDirty { session.queue(arguments) }
+        if !session.transactionRefused && !session.isWatchDirty { session.queue(arguments, flags: command.flags) }
         reply.writeRESPSimpleString("QUEUED")
     }
 

@@ -27,18 +27,11 @@ enum TransactionCommands {
         let (session, server) = (c.session, c.server)
         guard session.inTransaction else { return c.error("ERR EXEC without MULTI") }
         let refused = session.transactionRefused
+        let flags = session.queuedFlags
         let commands = session.endTransaction()
         // As Redis, before anything else: EXEC of a transaction that writes is refused while memory is over the
         // limit and nothing can be evicted, or while background saves fail.
-        var flags: CommandFlags = []
-        for command in commands {
-            command.withArguments { arguments in
-                if let index = server.commands.lookup(arguments[0]) { flags.formUnion(server.commands.dispatch[index].flags) }
-            }
-        }
-        if flags.contains(.denyoom) && server.keyspace.budget.isOverLimit
-            && !server.keyspace.evict(database: session.db, shardIndex: 0, now: c.now)
-        {
+        if flags.contains(.denyoom) && overMemory(c) {
             server.unwatchAll(session)
             return c.error(abortMessage("\(ReplyError.outOfMemory)"))
         }
@@ -85,12 +78,15 @@ enum TransactionCommands {
     /// Inside MULTI, Redis refuses every command but EXEC, DISCARD and QUIT while memory is over the limit and
     /// eviction cannot bring it down, MULTI and WATCH included, and EXEC then fails: true after that refusal.
     private static func refusedOverMemory(_ c: inout CommandContext) -> Bool {
-        let server = c.server
-        guard c.session.inTransaction, server.keyspace.budget.isOverLimit else { return false }
-        if server.keyspace.evict(database: c.session.db, shardIndex: 0, now: c.now) { return false }
+        guard c.session.inTransaction, overMemory(c) else { return false }
         c.error(ReplyError.outOfMemory)
         c.session.transactionRefused = true
         return true
+    }
+
+    /// Whether memory is over `maxmemory` and eviction cannot bring it down.
+    private static func overMemory(_ c: CommandContext) -> Bool {
+        c.server.keyspace.budget.isOverLimit && !c.server.keyspace.evict(database: c.session.db, shardIndex: 0, now: c.now)
     }
 
     /// EXEC's error when it is refused: the transaction is discarded, and the reason given, as Redis words it

@@ -271,6 +271,8 @@ package final class ClientSession: @unchecked Sendable {
 
     /// The commands queued since MULTI.
     package private(set) var queuedCommands: [QueuedCommand] = []
+    /// The flags of the queued commands together (Redis's `mstate.cmd_flags`): whether EXEC writes, may allocate.
+    package private(set) var queuedFlags: CommandFlags = []
     /// A command was refused while queuing (unknown, wrong arity, not allowed...): EXEC answers EXECABORT and
     /// runs nothing (Redis's CLIENT_DIRTY_EXEC).
     package var transactionRefused = false
@@ -284,6 +286,7 @@ package final class ClientSession: @unchecked Sendable {
     package func beginTransaction() {
         modes.insert(.transaction)
         queuedCommands = []
+        queuedFlags = []
         transactionRefused = false
         queuedCount.store(0, ordering: .relaxed)
     }
@@ -293,7 +296,10 @@ package final class ClientSession: @unchecked Sendable {
         modes.remove(.transaction)
         transactionRefused = false
         queuedCount.store(-1, ordering: .relaxed)
-        defer { queuedCommands = [] }
+        defer {
+            queuedCommands = []
+            queuedFlags = []
+        }
         return queuedCommands
     }
 
@@ -303,8 +309,9 @@ package final class ClientSession: @unchecked Sendable {
         queuedCount.store(count ?? -1, ordering: .relaxed)
     }
 
-    /// Queues a command of the transaction (a copy of its arguments).
-    package func queue(_ arguments: Arguments) {
+    /// Queues a command of the transaction (a copy of its arguments), whose command has `flags`.
+    package func queue(_ arguments: Arguments, flags: CommandFlags) {
+        queuedFlags.formUnion(flags)
         var total = 0
         for i in 0..<arguments.count { total += arguments[i].count }
         var bytes: [UInt8] = []

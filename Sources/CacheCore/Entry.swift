@@ -167,15 +167,17 @@ public struct Entry {
     }
 
     /// Allocates an entry whose value bytes are left for the caller to fill (through ``mutableValue``).
-    /// Returns nil when memory is exhausted.
+    /// `reserve` asks for a block of at least that many bytes, so that the value can grow in place later
+    /// (``growValueInPlace(to:)``). Returns nil when memory is exhausted.
     @inlinable
     package static func allocate(
         key: UnsafeRawBufferPointer,
         valueCount: Int,
-        expiry: Int64?
+        expiry: Int64?,
+        reserve: Int = 0
     ) -> Entry? {
         let total = size(keyCount: key.count, valueCount: valueCount, hasExpiry: expiry != nil)
-        guard let base = EntryMemory.allocate(total, volatile: expiry != nil) else { return nil }
+        guard let base = EntryMemory.allocate(max(total, reserve), volatile: expiry != nil) else { return nil }
         base.storeBytes(of: expiry != nil ? hasExpiryFlag : 0, as: UInt8.self)
         Entry(base).access = 0
         var offset = headerSize
@@ -201,6 +203,23 @@ public struct Entry {
             entry.mutableValue.baseAddress!.copyMemory(from: value.baseAddress!, byteCount: value.count)
         }
         return entry
+    }
+
+    /// Lengthens the value to `count` bytes within the entry's block, if the block has room and the value's
+    /// length field keeps its width; the bytes past the old end are left for the caller to fill. Returns
+    /// false, changing nothing, otherwise.
+    @inlinable
+    package func growValueInPlace(to count: Int) -> Bool {
+        var offset = Self.headerSize
+        let keyCount = Self.readVarint(base, &offset)
+        let lengthOffset = offset
+        let valueCount = Self.readVarint(base, &offset)
+        guard count >= valueCount, Self.varintSize(count) == Self.varintSize(valueCount),
+            Self.size(keyCount: keyCount, valueCount: count, hasExpiry: hasExpiry) <= allocatedSize
+        else { return false }
+        offset = lengthOffset
+        Self.writeVarint(count, base, &offset)
+        return true
     }
 
     /// The value bytes, writable (only while the entry is being built or rewritten under the lock).

@@ -60,6 +60,35 @@ extension Shard {
         changes &+= 1
     }
 
+    /// Lengthens the value of the key in slot `index` to `count` bytes, keeping its bytes, TTL and read count,
+    /// and returns the whole value for the caller to fill past the old end; nil when memory could not be
+    /// allocated (nothing changed then). As Redis's strings do, a value that has to move is given room to
+    /// grow (twice its size, or 1 MiB more from 1 MiB on), so that a value built by repeated APPENDs is copied
+    /// a logarithmic number of times, not once per call.
+    package func growValue(at index: Int, hash: UInt64, to count: Int) -> UnsafeMutableRawBufferPointer? {
+        let entry = entry(at: index)
+        let old = entry.value
+        precondition(count >= old.count, "growValue cannot shorten a value")
+        if entry.growValueInPlace(to: count) {
+            changes &+= 1
+            return entry.mutableValue
+        }
+        let expiry = entry.expiry
+        let needed = Entry.size(keyCount: entry.key.count, valueCount: count, hasExpiry: expiry != nil)
+        let slack = Self.growthRoomLimit
+        let reserve = needed < slack ? needed * 2 : needed + slack
+        guard let grown = Entry.allocate(key: entry.key, valueCount: count, expiry: expiry, reserve: reserve)
+        else { return nil }
+        if old.count > 0 { grown.mutableValue.baseAddress!.copyMemory(from: old.baseAddress!, byteCount: old.count) }
+        grown.flags |= entry.flags & Entry.readCountMask
+        replace(at: index, with: grown, hash: hash)
+        return grown.mutableValue
+    }
+
+    /// Beyond this size a value that grows is given this much room, not its own size again (Redis's
+    /// `SDS_MAX_PREALLOC`).
+    static let growthRoomLimit = 1 << 20
+
     /// Builds a new value of `count` bytes for the key in slot `index` (or a new key when nil) with
     /// `fill`, keeping the key's TTL. Returns false when memory could not be allocated.
     @discardableResult

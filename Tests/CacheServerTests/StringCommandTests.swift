@@ -353,6 +353,28 @@ struct StringCommandTests {
         #expect(h.run("APPEND", "k", "") == .integer(11))
     }
 
+    @Test("A value grown by APPENDs and by SETRANGE past its end keeps its bytes, zero padding and TTL")
+    func growthInPlaceAndMoved() {
+        let h = Harness()
+        h.run("SET", "k", "ab", "EX", "100")
+        var expected = "ab"
+        for i in 0..<300 {
+            let part = String(repeating: Character(UnicodeScalar(UInt8(97 + i % 26))), count: i % 7)
+            expected += part
+            #expect(h.run("APPEND", "k", part) == .integer(expected.utf8.count))
+            if i % 50 == 49 {
+                // Three bytes past the end: two zero bytes, then "Z".
+                #expect(h.run("SETRANGE", "k", String(expected.utf8.count + 2), "Z") == .integer(expected.utf8.count + 3))
+                expected += "\0\0Z"
+            }
+        }
+        #expect(h.run("GET", "k") == .bulk(expected))
+        #expect(h.run("STRLEN", "k") == .integer(expected.utf8.count))
+        #expect(h.run("TTL", "k") == .integer(100))
+        #expect(h.run("SETRANGE", "k", "0", "XY") == .integer(expected.utf8.count))
+        #expect(h.run("GETRANGE", "k", "0", "3") == .bulk("XY" + expected.dropFirst(2).prefix(2)))
+    }
+
     @Test("STRLEN is the value's length, 0 for a missing key")
     func strlen() {
         let h = Harness()

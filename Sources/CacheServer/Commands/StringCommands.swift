@@ -356,16 +356,24 @@ package enum StringCommands {
             c.keyModified(1)
             return c.integer(old.count)
         }
-        let total = max(old.count, end)
-        let stored = shard.rewriteValue(key, hash: hash, existing: existing, count: total) { out in
+        let oldCount = old.count
+        let fill = { (out: UnsafeMutableRawBufferPointer) in
             let base = out.baseAddress!
-            if old.count > 0 { base.copyMemory(from: old.baseAddress!, byteCount: old.count) }
-            if start > old.count { (base + old.count).initializeMemory(as: UInt8.self, repeating: 0, count: start - old.count) }
+            if start > oldCount { (base + oldCount).initializeMemory(as: UInt8.self, repeating: 0, count: start - oldCount) }
             if part.count > 0 { (base + start).copyMemory(from: part.baseAddress!, byteCount: part.count) }
         }
-        guard stored else { return c.error(ReplyError.outOfMemory) }
+        // Past the value's end: the value grows, in place when its block has room (amortized, as Redis's).
+        if let index = existing {
+            guard let out = shard.growValue(at: index, hash: hash, to: end) else {
+                return c.error(ReplyError.outOfMemory)
+            }
+            fill(out)
+        } else {
+            let stored = shard.rewriteValue(key, hash: hash, existing: nil, count: end, fill: fill)
+            guard stored else { return c.error(ReplyError.outOfMemory) }
+        }
         c.keyModified(1)
-        c.integer(total)
+        c.integer(end)
     }
 
     // MARK: counters

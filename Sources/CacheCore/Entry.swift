@@ -26,6 +26,14 @@ public struct Entry {
     /// (``visitedFlag`` is the low bit). The hand spares an entry with a count and decrements it.
     @usableFromInline static let visitedFlag: UInt8 = 0x02
     @usableFromInline static let readCountMask: UInt8 = 0x06
+    /// Bit 3: the value was changed in place by APPEND or SETRANGE, which Redis keeps in its `raw` encoding
+    /// whatever the value holds (OBJECT ENCODING).
+    @usableFromInline package static let modifiedInPlaceFlag: UInt8 = 0x08
+    /// Bit 4: the value was written as text that is never given the `int` encoding (INCRBYFLOAT's result).
+    @usableFromInline package static let notIntegerFlag: UInt8 = 0x10
+    /// The flags an entry keeps when it is rebuilt under the same key (a TTL added or removed, a value grown):
+    /// the read count and the two encoding bits.
+    @usableFromInline package static let keptFlags: UInt8 = readCountMask | modifiedInPlaceFlag | notIntegerFlag
     /// Bytes before the key length: the flags and the access stamp.
     @usableFromInline static let headerSize = 4
 

@@ -31,6 +31,11 @@ import Synchronization
         }
     }
 
+    /// Whether the access stamp holds an LFU counter; under every other policy it holds the time of the last
+    /// access (LRU's clock), as Redis keeps it (OBJECT IDLETIME).
+    @inlinable
+    package var tracksFrequency: Bool { self == .allKeysLFU || self == .volatileLFU }
+
     /// Whether only keys with a TTL may be evicted.
     @inlinable
     package var volatileOnly: Bool {

@@ -24,14 +24,38 @@ extension Shard {
     /// Sets the access stamp of an entry just written, for the current policy.
     @inline(__always)
     func stampNew(_ entry: Entry) {
-        switch budget.policy {
-        case .allKeysLRU, .volatileLRU:
-            entry.access = Self.lruClock(clockNow)
-        case .allKeysLFU, .volatileLFU:
+        if budget.policy.tracksFrequency {
             entry.access = Self.lfuMinutes(clockNow) << 8 | Self.lfuInitialCount
-        default:
-            break
+        } else {
+            entry.access = Self.lruClock(clockNow)
         }
+    }
+
+    /// Sets the access stamp of an entry overwritten in place: its last access is now, and an LFU counter is
+    /// kept (as Redis keeps it when a value is replaced).
+    @inline(__always)
+    func stampWritten(_ entry: Entry) {
+        if !budget.policy.tracksFrequency { stampAccess(entry, now: clockNow) }
+    }
+
+    /// Records an access at `now` in the LRU stamp, writing only when the stamp changes (every 128 ms), so a
+    /// read of a hot key does not dirty its cache line each time.
+    @inline(__always)
+    func stampAccess(_ entry: Entry, now: Int64) {
+        let stamp = Self.lruClock(now)
+        if entry.access != stamp { entry.access = stamp }
+    }
+
+    /// Seconds since the last access of `entry` at `now`, to the nearest second, as OBJECT IDLETIME reports
+    /// them; meaningful only while the policy keeps LRU stamps (``EvictionPolicy/tracksFrequency`` false).
+    package func idleSeconds(_ entry: Entry, now: Int64) -> Int64 {
+        let elapsed = (Self.lruClock(now) &- entry.access) & Self.stampMask
+        return ((Int64(elapsed) << Self.lruUnitShift) + 500) / 1000
+    }
+
+    /// The LFU counter of `entry` at `now`, decayed but not updated (OBJECT FREQ).
+    package func frequency(_ entry: Entry, now: Int64) -> Int {
+        Int(lfuDecayedCounter(entry.access, now: now))
     }
 
     /// Marks the entry in slot `index` as read at `now` (GET, MGET): raises its read count, or its stamp.
@@ -52,6 +76,7 @@ extension Shard {
         default:
             let flags = e.flags
             if flags & Entry.readCountMask != Entry.readCountMask { e.readCount = e.readCount + 1 }
+            stampAccess(e, now: now)
         }
     }
 

@@ -33,6 +33,8 @@ extension Shard {
                 if value.count > 0 {
                     entry.mutableValue.baseAddress!.copyMemory(from: value.baseAddress!, byteCount: value.count)
                 }
+                entry.flags &= ~(Entry.modifiedInPlaceFlag | Entry.notIntegerFlag)
+                stampWritten(entry)
                 if let expiry, expiry != entry.expiry { setExpiry(at: index, to: expiry, hash: hash) }
                 changes &+= 1
                 return true
@@ -80,9 +82,22 @@ extension Shard {
         guard let grown = Entry.allocate(key: entry.key, valueCount: count, expiry: expiry, reserve: reserve)
         else { return nil }
         if old.count > 0 { grown.mutableValue.baseAddress!.copyMemory(from: old.baseAddress!, byteCount: old.count) }
-        grown.flags |= entry.flags & Entry.readCountMask
+        grown.flags |= entry.flags & Entry.keptFlags
+        let access = entry.access
         replace(at: index, with: grown, hash: hash)
+        if budget.policy.tracksFrequency { grown.access = access }
         return grown.mutableValue
+    }
+
+    /// Sets `flag` (``Entry/modifiedInPlaceFlag`` or ``Entry/notIntegerFlag``) on the entry of `key`, if present.
+    package func markEncoding(_ key: UnsafeRawBufferPointer, hash: UInt64, _ flag: UInt8) {
+        if let index = find(key, hash: hash) { entry(at: index).flags |= flag }
+    }
+
+    /// Copies the encoding bits of `from` to the entry of `key` (RENAME and MOVE keep the value's encoding).
+    package func copyEncoding(_ key: UnsafeRawBufferPointer, hash: UInt64, from: UInt8) {
+        let bits = from & (Entry.modifiedInPlaceFlag | Entry.notIntegerFlag)
+        if bits != 0, let index = find(key, hash: hash) { entry(at: index).flags |= bits }
     }
 
     /// Beyond this size a value that grows is given this much room, not its own size again (Redis's

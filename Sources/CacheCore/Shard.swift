@@ -222,7 +222,7 @@ public final class Shard: @unchecked Sendable {
             registerExpiry(hash: hash, expiry: new)
         default:
             guard let rebuilt = Entry.make(key: entry.key, value: entry.value, expiry: expiry) else { return }
-            rebuilt.flags |= entry.flags & Entry.readCountMask
+            rebuilt.flags |= entry.flags & Entry.keptFlags
             let access = entry.access
             replace(at: index, with: rebuilt, hash: hash)
             rebuilt.access = access

@@ -159,6 +159,37 @@ struct RedisCliTests {
         #expect(out.status == 0, "\(out.summary)")
         #expect(Set(out.lines) == expected.users)
     }
+
+    @Test("--memkeys finds the key that takes the most memory and counts every string", arguments: [ServerProcess.Kind.redis, .cached])
+    func memoryKeys(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        try server.load(count: 200, name: { "key:\($0)" })
+        #expect(try server.connect().command("SET", "big", String(repeating: "x", count: 5_000)) == .status("OK"))
+
+        let out = try server.redisCli("--memkeys")
+        #expect(out.status == 0, "\(out.summary)")
+        let biggest = out.lines.first { $0.hasPrefix("Biggest string found") } ?? ""
+        #expect(biggest.hasPrefix("Biggest string found '\"big\"' has "), "\(out.summary)")
+        let bytes = Int(biggest.split(separator: " ").dropLast().last ?? "") ?? 0
+        #expect(bytes >= 5_000 && bytes < 6_000, "\(biggest)")
+        #expect(out.lines.contains { $0.hasPrefix("201 strings with ") }, "\(out.summary)")
+    }
+
+    @Test("--hotkeys under an LFU policy names the key read most", arguments: [ServerProcess.Kind.redis, .cached])
+    func hotKeys(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let connection = try server.connect()
+        #expect(try connection.command("CONFIG", "SET", "maxmemory-policy", "allkeys-lfu") == .status("OK"))
+        try server.load(count: 100, name: { "key:\($0)" })
+        for _ in 0..<500 { _ = try connection.command("GET", "key:42") }
+
+        let out = try server.redisCli("--hotkeys")
+        #expect(out.status == 0, "\(out.summary)")
+        let hottest = out.lines.first { $0.hasPrefix("hot key found with counter:") } ?? ""
+        #expect(hottest.hasSuffix("keyname: \"key:42\""), "\(out.summary)")
+    }
 }
 
 /// 5,000 keys for the SCAN tests: 2,000 `user:N`, 2,000 `session:N` and 1,000 `usr:N` (which `user:*` must not match).

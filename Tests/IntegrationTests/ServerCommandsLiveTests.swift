@@ -366,6 +366,26 @@ struct ServerCommandsLiveTests {
         #expect(names.contains(.bulk("client|kill")) && names.contains(.bulk("config|get")))
     }
 
+    @Test("MEMORY DOCTOR: too little data to judge, then a report that names a memory limit about to be reached")
+    func memoryDoctor() throws {
+        let server = try ServerProcess.start(.cached)
+        defer { server.stop() }
+        let connection = try server.connect()
+        #expect(try connection.command("MEMORY", "DOCTOR").text?.contains("holds little data") == true)
+
+        try server.load(count: 60_000, name: { "key:\($0)" }, value: { _ in String(repeating: "v", count: 100) })
+        let healthy = try connection.command("MEMORY", "DOCTOR").text ?? ""
+        #expect(healthy.hasPrefix("No memory problems found"), "\(healthy)")
+
+        guard case .bulk(let info) = try connection.command("INFO", "memory"),
+            let line = String(decoding: info, as: UTF8.self).split(separator: "\r\n").first(where: { $0.hasPrefix("used_memory:") }),
+            let used = Int(line.dropFirst("used_memory:".count))
+        else { throw TestEnvironmentError("INFO memory has no used_memory") }
+        #expect(try connection.command("CONFIG", "SET", "maxmemory-policy", "noeviction", "maxmemory", "\(used + used / 20)") == .ok)
+        let near = try connection.command("MEMORY", "DOCTOR").text ?? ""
+        #expect(near.contains("near maxmemory") && near.contains("noeviction"), "\(near)")
+    }
+
     @Test("COMMAND INFO of every command and subcommand: name, arity, flags, keys and categories as redis-server's")
     func commandInfoMatchesRedis() throws {
         let redis = try ServerProcess.start(.redis), cached = try ServerProcess.start(.cached)

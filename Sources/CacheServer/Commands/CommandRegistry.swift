@@ -79,7 +79,34 @@ package enum CommandRegistry {
                     handler: S.incrbyfloat),
     ]
 
+    private typealias I = IntrospectionCommands
+
+    /// A subcommand of OBJECT or MEMORY, with Redis 7.0's flags, keys and categories.
+    private static func introspection(
+        _ name: String, arity: Int, flags: CommandFlags = [], keys: (Int, Int, Int) = (0, 0, 0), categories: [String],
+        group: String, since: String, summary: String, complexity: String = "O(1)"
+    ) -> CommandSpec {
+        CommandSpec(name, arity: arity, flags: flags, keys: keys, categories: categories, group: group, since: since,
+                    summary: summary, complexity: complexity, handler: { _ in })
+    }
+
     static let keys: [CommandSpec] = [
+        CommandSpec("object", arity: -2, flags: [], categories: ["slow"], group: "generic", since: "2.2.3",
+                    summary: "A container for object introspection commands", complexity: "Depends on subcommand.",
+                    subcommands: [
+                        introspection("help", arity: 2, flags: [.loading, .stale], categories: ["keyspace", "slow"],
+                                      group: "generic", since: "6.2.0",
+                                      summary: "Show helpful text about the different subcommands"),
+                    ] + [
+                        ("freq", "4.0.0", "Get the logarithmic access frequency counter of a Redis object"),
+                        ("idletime", "2.2.3", "Get the time since a Redis object was last accessed"),
+                        ("encoding", "2.2.3", "Inspect the internal encoding of a Redis object"),
+                        ("refcount", "2.2.3", "Get the number of references to the value of the key"),
+                    ].map { name, since, summary in
+                        introspection(name, arity: 3, flags: [.readonly], keys: (2, 2, 1),
+                                      categories: ["keyspace", "read", "slow"], group: "generic", since: since,
+                                      summary: summary)
+                    }, handler: I.object),
         CommandSpec("del", arity: -2, flags: [.write], keys: (1, -1, 1), categories: ["keyspace", "write", "slow"],
                     group: "generic", since: "1.0.0", summary: "Delete a key",
                     complexity: "O(N) where N is the number of keys that will be removed.", handler: K.del),
@@ -233,6 +260,23 @@ package enum CommandRegistry {
     ]
 
     static let server: [CommandSpec] = [
+        CommandSpec("memory", arity: -2, flags: [], categories: ["slow"], group: "server", since: "4.0.0",
+                    summary: "A container for memory diagnostics commands", complexity: "Depends on subcommand.",
+                    subcommands: [
+                        introspection("purge", arity: 2, categories: ["slow"], group: "server", since: "4.0.0",
+                                      summary: "Ask the allocator to release memory",
+                                      complexity: "Depends on how much memory is allocated, could be slow"),
+                        introspection("malloc-stats", arity: 2, categories: ["slow"], group: "server", since: "4.0.0",
+                                      summary: "Show allocator internal stats",
+                                      complexity: "Depends on how much memory is allocated, could be slow"),
+                        introspection("help", arity: 2, flags: [.loading, .stale], categories: ["slow"], group: "server",
+                                      since: "4.0.0", summary: "Show helpful text about the different subcommands"),
+                        introspection("usage", arity: -3, flags: [.readonly], keys: (2, 2, 1), categories: ["read", "slow"],
+                                      group: "server", since: "4.0.0", summary: "Estimate the memory usage of a key",
+                                      complexity: "O(N) where N is the number of samples."),
+                        introspection("doctor", arity: 2, categories: ["slow"], group: "server", since: "4.0.0",
+                                      summary: "Outputs memory problems report"),
+                    ], handler: I.memory),
         CommandSpec("config", arity: -2, flags: [], categories: ["slow"], group: "server", since: "2.0.0",
                     summary: "A container for server configuration commands", complexity: "Depends on subcommand.",
                     subcommands: subcommands("config", [

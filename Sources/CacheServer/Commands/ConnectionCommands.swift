@@ -247,6 +247,8 @@ package enum ConnectionCommands {
             "pubsub": ["channels", "numsub", "numpat", "help"],
             "config": ["get", "set", "resetstat", "rewrite", "help"],
             "command": ["count", "info", "docs", "list", "getkeys", "help"],
+            "object": ["encoding", "freq", "idletime", "refcount", "help"],
+            "memory": ["usage", "doctor", "malloc-stats", "purge", "help"],
         ]
         if known[command]?.contains(sub) == true {
             c.error(ReplyError.wrongArity("\(command)|\(sub)"))
@@ -258,7 +260,7 @@ package enum ConnectionCommands {
     /// Replies with HELP text: the command's name line, the given lines, and the HELP line.
     static func help(_ c: inout CommandContext, _ command: String, _ lines: [String]) {
         let all = ["\(command) <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"] + lines + [
-            "HELP", "    Print this help.",
+            "HELP", "    Prints this help.",
         ]
         c.arrayHeader(all.count)
         for line in all { c.reply.writeRESPSimpleString(line) }

@@ -181,8 +181,10 @@ package enum KeyCommands {
         // Looking the target up may have reclaimed an expired key in the same shard: find the source again.
         let entry = sourceShard.entry(at: sourceShard.find(source, hash: sourceHash) ?? sourceIndex)
         let ttl: Shard.TTLChange = entry.expiry.map { .at($0) } ?? .clear
+        let flags = entry.flags
         guard targetShard.setValue(target, hash: targetHash, value: entry.value, ttl: ttl, existing: targetIndex)
         else { return c.error(ReplyError.outOfMemory) }
+        targetShard.copyEncoding(target, hash: targetHash, from: flags)
         // Setting the target may have moved slots in a shared shard: look the source up again.
         if let index = sourceShard.find(source, hash: sourceHash) { sourceShard.remove(at: index) }
         c.keyModified(1)
@@ -219,6 +221,7 @@ package enum KeyCommands {
         guard targetShard.setValue(key, hash: hash, value: entry.value, ttl: ttl, existing: nil) else {
             return c.error(ReplyError.outOfMemory)
         }
+        targetShard.copyEncoding(key, hash: hash, from: entry.flags)
         sourceShard.remove(at: sourceIndex)
         c.keyModified(1)
         c.keyModified(1, inDatabase: target)

@@ -353,6 +353,7 @@ package enum StringCommands {
         // Inside the value: written in place, in time proportional to the bytes written, as in Redis.
         if let index = existing, end <= old.count {
             shard.overwriteValue(at: index, offset: start, with: part)
+            shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
             c.keyModified(1)
             return c.integer(old.count)
         }
@@ -368,9 +369,12 @@ package enum StringCommands {
                 return c.error(ReplyError.outOfMemory)
             }
             fill(out)
+            shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
         } else {
             let stored = shard.rewriteValue(key, hash: hash, existing: nil, count: end, fill: fill)
             guard stored else { return c.error(ReplyError.outOfMemory) }
+            // SETRANGE builds a new key's value in place; APPEND stores its argument, encoded by its content.
+            if offset != nil { shard.markEncoding(key, hash: hash, Entry.modifiedInPlaceFlag) }
         }
         c.keyModified(1)
         c.integer(end)
@@ -405,6 +409,7 @@ package enum StringCommands {
             guard shard.setValue(key, hash: hash, value: result, ttl: .keep, existing: existing) else {
                 return c.error(ReplyError.outOfMemory)
             }
+            shard.markEncoding(key, hash: hash, Entry.notIntegerFlag)
             c.keyModified(1)
             c.bulk(result)
         }

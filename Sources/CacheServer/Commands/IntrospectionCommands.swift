@@ -1,0 +1,216 @@
+import CJemalloc
+import CacheCore
+import NIOCore
+import RESP
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// OBJECT and MEMORY: what the server knows about one key's value and about its memory, for `redis-cli
+/// --memkeys`, `--hotkeys` and operators.
+enum IntrospectionCommands {
+    // MARK: OBJECT
+
+    static func object(_ c: inout CommandContext) {
+        let a = c.arguments
+        if a.matches(1, "help") && a.count == 2 {
+            return ConnectionCommands.help(&c, "OBJECT", [
+                "ENCODING <key>",
+                "    Return the kind of internal representation used in order to store the value",
+                "    associated with a <key>.",
+                "FREQ <key>",
+                "    Return the access frequency index of the <key>. The returned integer is",
+                "    proportional to the logarithm of the recent access frequency of the key.",
+                "IDLETIME <key>",
+                "    Return the idle time of the <key>, that is the approximated number of",
+                "    seconds elapsed since the last access to the key.",
+                "REFCOUNT <key>",
+                "    Return the number of references of the value associated with the specified",
+                "    <key>.",
+            ])
+        }
+        let encoding = a.matches(1, "encoding"), frequency = a.matches(1, "freq")
+        let idle = a.matches(1, "idletime"), references = a.matches(1, "refcount")
+        guard a.count == 3 && (encoding || frequency || idle || references) else {
+            return ConnectionCommands.subcommandError(&c)
+        }
+        let policy = c.server.keyspace.budget.policy
+        let key = a[2]
+        let hash = c.hash(2)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        defer { shard.lock.unlock() }
+        // As Redis: an expired key is gone, and looking does not count as an access.
+        guard let index = shard.lookup(key, hash: hash, now: c.now) else { return c.null() }
+        let entry = shard.entry(at: index)
+        if encoding {
+            c.bulk(Self.encoding(of: entry).name)
+        } else if references {
+            c.integer(Self.encoding(of: entry).shared(config: c.server.config) ? Int(Int32.max) : 1)
+        } else if frequency {
+            guard policy.tracksFrequency else {
+                return c.error(
+                    "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
+                )
+            }
+            c.integer(shard.frequency(entry, now: c.now))
+        } else {
+            guard !policy.tracksFrequency else {
+                return c.error(
+                    "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
+                )
+            }
+            c.integer(Int(shard.idleSeconds(entry, now: c.now)))
+        }
+    }
+
+    /// How Redis would hold a value (OBJECT ENCODING): `int` for a canonical 64-bit decimal of up to 20
+    /// characters, `embstr` for up to 44 bytes, `raw` beyond, and `raw` for any value APPEND or SETRANGE
+    /// changed; INCRBYFLOAT's results are never `int`.
+    enum Encoding {
+        case integer(Int)
+        case embedded
+        case raw
+
+        var name: String {
+            switch self {
+            case .integer: "int"
+            case .embedded: "embstr"
+            case .raw: "raw"
+            }
+        }
+
+        /// Whether Redis would share the object (OBJECT REFCOUNT 2147483647): integers 0...9999, unless a
+        /// memory limit with an LRU or LFU policy needs each key's own access stamp.
+        func shared(config: ServerConfiguration) -> Bool {
+            guard case .integer(let value) = self, value >= 0 && value < 10_000 else { return false }
+            if config.maxMemory == 0 { return true }
+            switch config.maxMemoryPolicy {
+            case .allKeysLRU, .volatileLRU, .allKeysLFU, .volatileLFU: return false
+            default: return true
+            }
+        }
+    }
+
+    static func encoding(of entry: Entry) -> Encoding {
+        let flags = entry.flags
+        if flags & Entry.modifiedInPlaceFlag != 0 { return .raw }
+        let value = entry.value
+        if flags & Entry.notIntegerFlag == 0 && value.count <= 20, let number = RESPInteger.parse(value) {
+            return .integer(number)
+        }
+        return value.count <= 44 ? .embedded : .raw
+    }
+
+    // MARK: MEMORY
+
+    static func memory(_ c: inout CommandContext) {
+        let a = c.arguments
+        if a.matches(1, "usage") && a.count >= 3 {
+            usage(&c)
+        } else if a.matches(1, "doctor") && a.count == 2 {
+            c.reply.writeRESPVerbatim(doctor(c.server), c.version)
+        } else if a.matches(1, "malloc-stats") && a.count == 2 {
+            c.reply.writeRESPVerbatim(allocatorReport(), c.version)
+        } else if a.matches(1, "purge") && a.count == 2 {
+            EntryMemory.purgeAll()
+            c.ok()
+        } else if a.matches(1, "help") && a.count == 2 {
+            ConnectionCommands.help(&c, "MEMORY", [
+                "DOCTOR",
+                "    Return memory problems reports.",
+                "MALLOC-STATS",
+                "    Return internal statistics report from the memory allocator.",
+                "PURGE",
+                "    Attempt to purge dirty pages for reclamation by the allocator.",
+                "USAGE <key> [SAMPLES <count>]",
+                "    Return memory in bytes used by <key> and its value. Nested values are",
+                "    sampled up to <count> times (default: 5, 0 means sample all).",
+            ])
+        } else {
+            ConnectionCommands.subcommandError(&c)
+        }
+    }
+
+    /// MEMORY USAGE key [SAMPLES count]: the bytes the key takes: its entry (key, value, lengths and expiry in
+    /// one block, at the allocator's size class) and its slot in the table. SAMPLES is accepted, as values
+    /// here have no parts to sample.
+    private static func usage(_ c: inout CommandContext) {
+        let a = c.arguments
+        var j = 3
+        while j < a.count {
+            guard a.matches(j, "samples") && j + 1 < a.count else { return c.error(ReplyError.syntax) }
+            guard let samples = c.integerArgument(j + 1) else { return }
+            guard samples >= 0 else { return c.error(ReplyError.syntax) }
+            j += 2
+        }
+        let key = a[2]
+        let hash = c.hash(2)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        defer { shard.lock.unlock() }
+        // As Redis, the key is looked up without expiring it.
+        guard let index = shard.find(key, hash: hash) else { return c.null() }
+        c.integer(shard.entry(at: index).allocatedSize + MemoryLayout<UInt64>.size)
+    }
+
+    /// MEMORY DOCTOR: what in the memory figures deserves an operator's attention, in plain words.
+    static func doctor(_ server: ServerState) -> String {
+        let dataset = server.keyspace.usedBytes
+        let heap = AllocatorStatistics.current()
+        let used = dataset + EntryMemory.overheadBytes(datasetBytes: dataset, statistics: heap)
+        let rss = ServerCommands.residentBytes()
+        let limit = Int(clamping: server.config.maxMemory)
+        let human = ServerCommands.humanBytes
+        if used < 5 << 20 {
+            return "This instance holds little data (\(human(used)) in use), too little for a diagnosis: "
+                + "the figures of a nearly empty process are dominated by its fixed costs.\n"
+        }
+        var findings: [String] = []
+        // The allocator's figures leave out the process's fixed costs (code, thread stacks, runtime), which
+        // dominate the resident size of a small instance.
+        if heap.resident > heap.active + (10 << 20) && Double(heap.resident) > Double(heap.active) * 1.4 {
+            findings.append(
+                "* The allocator keeps \(human(heap.resident)) resident for \(human(heap.active)) of pages in use: "
+                    + "memory freed by deleted or expired keys that has not gone back to the system yet. It goes "
+                    + "back within about a second of the dataset settling; MEMORY PURGE returns it at once.")
+        }
+        if heap.allocated > 0 && heap.active > heap.allocated + (10 << 20) && Double(heap.active) > Double(heap.allocated) * 1.2 {
+            findings.append(
+                "* The allocator's pages in use (\(human(heap.active))) exceed its allocated bytes "
+                    + "(\(human(heap.allocated))) by \(String(format: "%.0f", (Double(heap.active) / Double(heap.allocated) - 1) * 100))%: "
+                    + "many partly used pages, typically after many keys of mixed sizes were deleted or expired. "
+                    + "They fill again as keys are written.")
+        }
+        if limit > 0 && used > limit / 10 * 9 {
+            let policy = server.config.maxMemoryPolicy
+            findings.append(
+                "* Memory in use (\(human(used))) is \(used >= limit ? "at" : "near") maxmemory (\(human(limit))). "
+                    + (policy == .noEviction
+                        ? "The policy is noeviction, so writes that need memory are refused with OOM errors."
+                        : "Keys are being evicted under \(policy.rawValue) to stay within it."))
+        }
+        if findings.isEmpty {
+            return "No memory problems found: \(human(used)) in use, \(human(rss)) resident, "
+                + "allocator \(human(heap.allocated)) allocated in \(human(heap.active)) of active pages.\n"
+        }
+        return "Memory report (\(human(used)) in use, \(human(rss)) resident):\n\n" + findings.joined(separator: "\n\n") + "\n"
+    }
+
+    /// MEMORY MALLOC-STATS: the allocator's own statistics report (jemalloc's `malloc_stats_print`).
+    static func allocatorReport() -> String {
+        final class Collected { var bytes: [UInt8] = [] }
+        let collected = Collected()
+        withExtendedLifetime(collected) {
+            malloc_stats_print({ context, text in
+                guard let context, let text else { return }
+                let collected = Unmanaged<Collected>.fromOpaque(context).takeUnretainedValue()
+                collected.bytes.append(contentsOf: UnsafeRawBufferPointer(start: text, count: strlen(text)))
+            }, Unmanaged.passUnretained(collected).toOpaque(), nil)
+        }
+        return String(decoding: collected.bytes, as: UTF8.self)
+    }
+}

@@ -31,13 +31,6 @@ extension Shard {
         }
     }
 
-    /// Sets the access stamp of an entry overwritten in place: its last access is now, and an LFU counter is
-    /// kept (as Redis keeps it when a value is replaced).
-    @inline(__always)
-    func stampWritten(_ entry: Entry) {
-        if !budget.policy.tracksFrequency { stampAccess(entry, now: clockNow) }
-    }
-
     /// Records an access at `now` in the LRU stamp, writing only when the stamp changes (every 128 ms), so a
     /// read of a hot key does not dirty its cache line each time.
     @inline(__always)
@@ -66,18 +59,33 @@ extension Shard {
         case .allKeysLRU, .volatileLRU:
             e.access = Self.lruClock(now)
         case .allKeysLFU, .volatileLFU:
-            var counter = lfuDecayedCounter(e.access, now: now)
-            if counter < 255 {
-                let base = UInt64(counter > Self.lfuInitialCount ? counter - Self.lfuInitialCount : 0)
-                // Increment with probability 1 / (base * factor + 1).
-                if nextRandom() % (base * Self.lfuLogFactor + 1) == 0 { counter += 1 }
-            }
-            e.access = Self.lfuMinutes(now) << 8 | counter
+            e.access = lfuCounted(e.access, now: now)
         default:
             let flags = e.flags
             if flags & Entry.readCountMask != Entry.readCountMask { e.readCount = e.readCount + 1 }
             stampAccess(e, now: now)
         }
+    }
+
+    /// An LFU stamp after one more access at `now`: the counter decayed, then raised with probability
+    /// 1 / ((counter - 5) * 10 + 1).
+    @inline(__always)
+    func lfuCounted(_ access: UInt32, now: Int64) -> UInt32 {
+        var counter = lfuDecayedCounter(access, now: now)
+        if counter < 255 {
+            let base = UInt64(counter > Self.lfuInitialCount ? counter - Self.lfuInitialCount : 0)
+            if nextRandom() % (base * Self.lfuLogFactor + 1) == 0 { counter += 1 }
+        }
+        return Self.lfuMinutes(now) << 8 | counter
+    }
+
+    /// Records an access to the entry in slot `index` by a command other than a read SIEVE counts (STRLEN,
+    /// a write to an existing key, EXPIRE...), as Redis's key lookups do: the LFU counter, or else the time of
+    /// the last access. SIEVE's read count is left alone.
+    @inline(__always)
+    package func noteAccess(_ index: Int, now: Int64) {
+        let e = entry(at: index)
+        if budget.policy.tracksFrequency { e.access = lfuCounted(e.access, now: now) } else { stampAccess(e, now: now) }
     }
 
     /// The LFU counter of a stamp, less one per minute since its last decrement.

@@ -21,6 +21,8 @@ extension Shard {
         existing: Int?
     ) -> Bool {
         if let index = existing {
+            // Writing a key is an access to it (an LFU counter is kept and raised, as Redis's is).
+            noteAccess(index, now: clockNow)
             let entry = entry(at: index)
             let expiry: Int64?
             switch ttl {
@@ -34,13 +36,14 @@ extension Shard {
                     entry.mutableValue.baseAddress!.copyMemory(from: value.baseAddress!, byteCount: value.count)
                 }
                 entry.flags &= ~(Entry.modifiedInPlaceFlag | Entry.notIntegerFlag)
-                stampWritten(entry)
                 if let expiry, expiry != entry.expiry { setExpiry(at: index, to: expiry, hash: hash) }
                 changes &+= 1
                 return true
             }
             guard let fresh = Entry.make(key: key, value: value, expiry: expiry) else { return false }
+            let access = entry.access
             replace(at: index, with: fresh, hash: hash)
+            fresh.access = access
             return true
         }
         let expiry: Int64?
@@ -68,6 +71,7 @@ extension Shard {
     /// grow (twice its size, or 1 MiB more from 1 MiB on), so that a value built by repeated APPENDs is copied
     /// a logarithmic number of times, not once per call.
     package func growValue(at index: Int, hash: UInt64, to count: Int) -> UnsafeMutableRawBufferPointer? {
+        noteAccess(index, now: clockNow)
         let entry = entry(at: index)
         let old = entry.value
         precondition(count >= old.count, "growValue cannot shorten a value")
@@ -85,7 +89,7 @@ extension Shard {
         grown.flags |= entry.flags & Entry.keptFlags
         let access = entry.access
         replace(at: index, with: grown, hash: hash)
-        if budget.policy.tracksFrequency { grown.access = access }
+        grown.access = access
         return grown.mutableValue
     }
 
@@ -94,10 +98,13 @@ extension Shard {
         if let index = find(key, hash: hash) { entry(at: index).flags |= flag }
     }
 
-    /// Copies the encoding bits of `from` to the entry of `key` (RENAME and MOVE keep the value's encoding).
-    package func copyEncoding(_ key: UnsafeRawBufferPointer, hash: UInt64, from: UInt8) {
-        let bits = from & (Entry.modifiedInPlaceFlag | Entry.notIntegerFlag)
-        if bits != 0, let index = find(key, hash: hash) { entry(at: index).flags |= bits }
+    /// Gives the entry of `key` the encoding bits of `flags` and, when given, the access stamp `access`:
+    /// RENAME and MOVE keep the value with its encoding and access history, COPY only its encoding.
+    package func adopt(_ key: UnsafeRawBufferPointer, hash: UInt64, flags: UInt8, access: UInt32? = nil) {
+        guard let index = find(key, hash: hash) else { return }
+        let entry = entry(at: index)
+        entry.flags |= flags & (Entry.modifiedInPlaceFlag | Entry.notIntegerFlag)
+        if let access { entry.access = access }
     }
 
     /// Beyond this size a value that grows is given this much room, not its own size again (Redis's

@@ -49,6 +49,79 @@ struct IntrospectionCommandTests {
         #expect(h.run("OBJECT", "FREQ", "missing") == .nullBulkString)
     }
 
+    @Test(
+        "Under LFU every command that reads or writes an existing key counts one access, as Redis's lookups do",
+        arguments: [
+            ["STRLEN", "k"], ["GETRANGE", "k", "0", "1"], ["APPEND", "k", "x"], ["SETRANGE", "k", "0", "x"],
+            ["SETRANGE", "k", "100", "x"], ["INCR", "k"], ["INCRBYFLOAT", "k", "1.5"], ["SET", "k", "9"],
+            ["SET", "k", "a longer value"], ["GETSET", "k", "1"], ["GETEX", "k"], ["EXPIRE", "k", "100"],
+            ["MSET", "k", "2"], ["GET", "k"], ["TOUCH", "k"],
+        ])
+    func everyAccessCounts(command: [String]) {
+        let h = Harness()
+        #expect(h.run("CONFIG", "SET", "maxmemory-policy", "allkeys-lfu") == .ok)
+        h.run("SET", "k", "12")
+        // At the initial count, an access raises the counter with probability 1.
+        #expect(h.run("OBJECT", "FREQ", "k") == .integer(5))
+        h.run(command.map { Array($0.utf8) })
+        #expect(h.run("OBJECT", "FREQ", "k") == .integer(6), "\(command.joined(separator: " "))")
+    }
+
+    @Test("Looking at a key (TTL, TYPE, EXISTS, OBJECT, MEMORY USAGE) is not an access")
+    func lookingIsNotAnAccess() {
+        let h = Harness()
+        #expect(h.run("CONFIG", "SET", "maxmemory-policy", "allkeys-lfu") == .ok)
+        h.run("SET", "k", "v")
+        for command in [["TTL", "k"], ["TYPE", "k"], ["EXISTS", "k"], ["OBJECT", "ENCODING", "k"], ["MEMORY", "USAGE", "k"]] {
+            h.run(command.map { Array($0.utf8) })
+        }
+        #expect(h.run("OBJECT", "FREQ", "k") == .integer(5))
+    }
+
+    @Test("RENAME and MOVE keep the key's access history; COPY's copy starts afresh")
+    func renameKeepsHistory() {
+        let h = Harness()
+        #expect(h.run("CONFIG", "SET", "maxmemory-policy", "allkeys-lfu") == .ok)
+        h.run("SET", "k", "v")
+        h.run("GET", "k")  // 6
+        #expect(h.run("RENAME", "k", "r") == .ok)  // an access to the source: 6, or 7 with probability 1/11
+        guard case .integer(let renamed) = h.run("OBJECT", "FREQ", "r") else {
+            Issue.record("OBJECT FREQ after RENAME is not an integer")
+            return
+        }
+        #expect(renamed == 6 || renamed == 7)
+        #expect(h.run("COPY", "r", "c") == .integer(1))
+        #expect(h.run("OBJECT", "FREQ", "c") == .integer(5))
+        guard case .integer(let before) = h.run("OBJECT", "FREQ", "r") else { return }
+        #expect(h.run("MOVE", "r", "1") == .integer(1))
+        h.run("SELECT", "1")
+        guard case .integer(let after) = h.run("OBJECT", "FREQ", "r") else {
+            Issue.record("OBJECT FREQ after MOVE is not an integer")
+            return
+        }
+        #expect(after >= before && after <= before + 1)
+    }
+
+    @Test("Under LRU a key last written, incremented or measured is not idle; a NO-TOUCH client's reads do not count")
+    func idleAfterOtherAccesses() {
+        let h = Harness()
+        #expect(h.run("CONFIG", "SET", "maxmemory-policy", "allkeys-lru") == .ok)
+        h.run("SET", "counter", "1")
+        h.run("SET", "text", "abc")
+        h.run("SET", "read", "abc")
+        h.advance(30_000)
+        h.run("INCR", "counter")
+        h.run("STRLEN", "text")
+        let quiet = h.newSession()
+        #expect(h.run("CLIENT", "NO-TOUCH", "on", as: quiet) == .ok)
+        #expect(h.run("GET", "read", as: quiet) == .bulk("abc"))
+        #expect(h.run("OBJECT", "IDLETIME", "counter") == .integer(0))
+        #expect(h.run("OBJECT", "IDLETIME", "text") == .integer(0))
+        #expect(h.run("OBJECT", "IDLETIME", "read") == .integer(30))
+        #expect(h.run("TOUCH", "read", as: quiet) == .integer(1), "TOUCH counts even in NO-TOUCH mode")
+        #expect(h.run("OBJECT", "IDLETIME", "read") == .integer(0))
+    }
+
     @Test("OBJECT REFCOUNT: small integers are shared unless a memory limit with LRU or LFU is set")
     func referenceCount() {
         let h = Harness()

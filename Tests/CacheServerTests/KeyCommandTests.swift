@@ -395,3 +395,41 @@ struct KeyCommandTests {
         }
     }
 }
+
+@Suite("COPY")
+struct CopyCommandTests {
+    @Test("COPY into another database: the copy keeps value, TTL and encoding; a watcher there sees it, one here does not")
+    func copyToAnotherDatabase() {
+        let h = Harness()
+        let watcherThere = h.newSession(), watcherHere = h.newSession()
+        h.run("SET", "k", "12", "EX", "100")
+        h.run("APPEND", "k", "3")
+        #expect(h.run("SELECT", "1", as: watcherThere) == .ok)
+        #expect(h.run("WATCH", "copy", as: watcherThere) == .ok)
+        #expect(h.run("WATCH", "copy", as: watcherHere) == .ok)
+        #expect(h.run("COPY", "k", "copy", "DB", "1") == .integer(1))
+        #expect(h.run("GET", "copy", as: watcherThere) == .bulk("123"))
+        #expect(h.run("TTL", "copy", as: watcherThere) == .integer(100))
+        #expect(h.run("OBJECT", "ENCODING", "copy", as: watcherThere) == .bulk("raw"))
+        for (watcher, aborted) in [(watcherThere, true), (watcherHere, false)] {
+            #expect(h.run("MULTI", as: watcher) == .ok)
+            h.run("PING", as: watcher)
+            #expect(h.run("EXEC", as: watcher) == (aborted ? .nullArray : .array([.simple("PONG")])))
+        }
+    }
+
+    @Test("COPY with REPLACE over a key a client tracks invalidates it, in this database and in another")
+    func copyInvalidatesTrackedKeys() {
+        let (h, writer) = TrackingTests.tracking()
+        #expect(h.run("SET", "source", "v", as: writer) == .ok)
+        #expect(h.run("SET", "target", "old", as: writer) == .ok)
+        #expect(h.run("GET", "target") == .bulk("old"))
+        #expect(h.run("COPY", "source", "target", as: writer) == .integer(0))
+        #expect(h.pushes().isEmpty, "nothing was copied")
+        #expect(h.run("COPY", "source", "target", "REPLACE", as: writer) == .integer(1))
+        #expect(h.pushes() == [TrackingTests.invalidate("target")])
+        #expect(h.run("GET", "target") == .bulk("v"))
+        #expect(h.run("COPY", "source", "target", "DB", "2", as: writer) == .integer(1))
+        #expect(h.pushes() == [TrackingTests.invalidate("target")], "tracking does not tell databases apart")
+    }
+}

@@ -115,9 +115,16 @@ struct ServerCommandsLiveTests {
         try connection.command("INCR", "counter")
         try connection.command("APPEND", "here", "x")
         try connection.command("DEL", "missing")
+        // OBJECT and COPY's source count; MEMORY USAGE does not.
+        try connection.command("OBJECT", "ENCODING", "here")
+        try connection.command("OBJECT", "REFCOUNT", "missing")
+        try connection.command("COPY", "here", "copied")
+        try connection.command("COPY", "missing", "copied2")
+        try connection.command("MEMORY", "USAGE", "here")
+        try connection.command("MEMORY", "USAGE", "missing")
 
-        #expect(try stat(connection, "keyspace_hits") == 3 + 6)
-        #expect(try stat(connection, "keyspace_misses") == 3 + 5)
+        #expect(try stat(connection, "keyspace_hits") == 3 + 6 + 2)
+        #expect(try stat(connection, "keyspace_misses") == 3 + 5 + 2)
     }
 
     @Test("expired_keys counts a key that expired", arguments: kinds)

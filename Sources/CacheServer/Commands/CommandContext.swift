@@ -85,6 +85,20 @@ package struct CommandContext {
 
     // MARK: keys
 
+    /// Records a read of the key in slot `index` of `shard` for eviction (GET, MGET): SIEVE's read count, the
+    /// LRU stamp or the LFU counter. Not for a client in CLIENT NO-TOUCH mode.
+    @inline(__always)
+    package func read(_ shard: Shard, _ index: Int) {
+        if !session.noTouch { shard.touch(index, now: now) }
+    }
+
+    /// Records another access to the key in slot `index` of `shard` (STRLEN, GETRANGE, EXPIRE, the source of
+    /// RENAME...): the LRU stamp or the LFU counter, as Redis's lookups do. Not in CLIENT NO-TOUCH mode.
+    @inline(__always)
+    package func accessed(_ shard: Shard, _ index: Int) {
+        if !session.noTouch { shard.noteAccess(index, now: now) }
+    }
+
     /// Records that the command modified the key in argument `index` (Redis's `signalModifiedKey`). Costs
     /// one relaxed load while no client tracks.
     @inline(__always)

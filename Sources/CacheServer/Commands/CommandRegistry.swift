@@ -107,6 +107,10 @@ package enum CommandRegistry {
                                       categories: ["keyspace", "read", "slow"], group: "generic", since: since,
                                       summary: summary)
                     }, handler: I.object),
+        CommandSpec("copy", arity: -3, flags: [.write, .denyoom], keys: (1, 2, 1), categories: ["keyspace", "write", "slow"],
+                    group: "generic", since: "6.2.0", summary: "Copy a key",
+                    complexity: "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.",
+                    handler: K.copy),
         CommandSpec("del", arity: -2, flags: [.write], keys: (1, -1, 1), categories: ["keyspace", "write", "slow"],
                     group: "generic", since: "1.0.0", summary: "Delete a key",
                     complexity: "O(N) where N is the number of keys that will be removed.", handler: K.del),

@@ -43,8 +43,10 @@ enum IntrospectionCommands {
         let shard = c.database.shard(for: hash)
         shard.lock.lock()
         defer { shard.lock.unlock() }
-        // As Redis: an expired key is gone, and looking does not count as an access.
-        guard let index = shard.lookup(key, hash: hash, now: c.now) else { return c.null() }
+        // As Redis: an expired key is gone, and looking does not count as an access (but as a hit or a miss).
+        let found = shard.lookup(key, hash: hash, now: c.now)
+        shard.countLookup(found: found != nil)
+        guard let index = found else { return c.null() }
         let entry = shard.entry(at: index)
         if encoding {
             c.bulk(Self.encoding(of: entry).name)

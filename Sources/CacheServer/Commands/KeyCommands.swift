@@ -105,6 +105,7 @@ package enum KeyCommands {
             c.integer(0)
             return
         }
+        c.accessed(shard, index)
         let current = shard.entry(at: index).expiry
         if nx && current != nil { return c.integer(0) }
         if xx && current == nil { return c.integer(0) }
@@ -147,6 +148,7 @@ package enum KeyCommands {
         guard let index = shard.lookup(c.arguments[1], hash: hash, now: c.now),
             shard.entry(at: index).hasExpiry
         else { return c.integer(0) }
+        c.accessed(shard, index)
         shard.setExpiry(at: index, to: nil, hash: hash)
         c.keyModified(1)
         c.integer(1)
@@ -181,15 +183,80 @@ package enum KeyCommands {
         // Looking the target up may have reclaimed an expired key in the same shard: find the source again.
         let entry = sourceShard.entry(at: sourceShard.find(source, hash: sourceHash) ?? sourceIndex)
         let ttl: Shard.TTLChange = entry.expiry.map { .at($0) } ?? .clear
-        let flags = entry.flags
+        c.accessed(sourceShard, sourceShard.find(source, hash: sourceHash) ?? sourceIndex)
+        let (flags, access) = (entry.flags, entry.access)
         guard targetShard.setValue(target, hash: targetHash, value: entry.value, ttl: ttl, existing: targetIndex)
         else { return c.error(ReplyError.outOfMemory) }
-        targetShard.copyEncoding(target, hash: targetHash, from: flags)
+        targetShard.adopt(target, hash: targetHash, flags: flags, access: access)
         // Setting the target may have moved slots in a shared shard: look the source up again.
         if let index = sourceShard.find(source, hash: sourceHash) { sourceShard.remove(at: index) }
         c.keyModified(1)
         c.keyModified(2)
         nx ? c.integer(1) : c.ok()
+    }
+
+    /// COPY source destination [DB destination-db] [REPLACE]: the value and TTL under a second name, in this
+    /// database or another; 1 if copied, 0 if the source is missing or the destination exists (without REPLACE).
+    static func copy(_ c: inout CommandContext) {
+        let a = c.arguments
+        var replace = false
+        var target = c.session.db
+        var j = 3
+        while j < a.count {
+            if a.matches(j, "replace") {
+                replace = true
+            } else if a.matches(j, "db") && j + 1 < a.count {
+                guard let db = c.integerArgument(j + 1) else { return }
+                guard db >= Int(Int32.min) && db <= Int(Int32.max) else { return c.error(ReplyError.notInt32) }
+                guard db >= 0 && db < c.server.keyspace.databases.count else {
+                    return c.error(ReplyError.dbIndexOutOfRange)
+                }
+                target = db
+                j += 1
+            } else {
+                return c.error(ReplyError.syntax)
+            }
+            j += 1
+        }
+        let source = a[1], destination = a[2]
+        if target == c.session.db && source.elementsEqual(destination) { return c.error(ReplyError.sameObject) }
+        let sourceHash = c.hash(1), destinationHash = c.hash(2)
+        let from = c.database, to = c.server.keyspace.databases[target]
+        let sourceShard = from.shard(for: sourceHash), destinationShard = to.shard(for: destinationHash)
+        // Two shards (or one) locked in the keyspace's order: database, then shard index.
+        let first = (c.session.db, Database.shardIndex(for: sourceHash))
+        let second = (target, Database.shardIndex(for: destinationHash))
+        let sameShard = first == second
+        let (lockFirst, lockSecond) = first < second ? (sourceShard, destinationShard) : (destinationShard, sourceShard)
+        lockFirst.lock.lock()
+        if !sameShard { lockSecond.lock.lock() }
+        defer {
+            if !sameShard { lockSecond.lock.unlock() }
+            lockFirst.lock.unlock()
+        }
+        let found = sourceShard.lookup(source, hash: sourceHash, now: c.now)
+        sourceShard.countLookup(found: found != nil)
+        guard found != nil else { return c.integer(0) }
+        let destinationIndex = destinationShard.lookup(destination, hash: destinationHash, now: c.now)
+        if destinationIndex != nil && !replace { return c.integer(0) }
+        // Looking the destination up may have reclaimed an expired key in the same shard: find the source again.
+        guard let sourceIndex = sourceShard.find(source, hash: sourceHash) else { return c.integer(0) }
+        c.accessed(sourceShard, sourceIndex)
+        let entry = sourceShard.entry(at: sourceIndex)
+        let ttl: Shard.TTLChange = entry.expiry.map { .at($0) } ?? .clear
+        let flags = entry.flags
+        guard destinationShard.setValue(
+            destination, hash: destinationHash, value: entry.value, ttl: ttl, existing: destinationIndex)
+        else { return c.error(ReplyError.outOfMemory) }
+        destinationShard.adopt(destination, hash: destinationHash, flags: flags)
+        if target == c.session.db {
+            c.keyModified(2)
+        } else {
+            // Tracking does not tell databases apart; WATCH does.
+            if c.server.tracking.isActive { c.noteModified(destination) }
+            c.keyModified(2, inDatabase: target)
+        }
+        c.integer(1)
     }
 
     static func move(_ c: inout CommandContext) {
@@ -218,10 +285,11 @@ package enum KeyCommands {
         if targetShard.lookup(key, hash: hash, now: c.now) != nil { return c.integer(0) }
         let entry = sourceShard.entry(at: sourceIndex)
         let ttl: Shard.TTLChange = entry.expiry.map { .at($0) } ?? .clear
+        c.accessed(sourceShard, sourceIndex)
         guard targetShard.setValue(key, hash: hash, value: entry.value, ttl: ttl, existing: nil) else {
             return c.error(ReplyError.outOfMemory)
         }
-        targetShard.copyEncoding(key, hash: hash, from: entry.flags)
+        targetShard.adopt(key, hash: hash, flags: entry.flags, access: entry.access)
         sourceShard.remove(at: sourceIndex)
         c.keyModified(1)
         c.keyModified(1, inDatabase: target)

@@ -13,7 +13,7 @@ package enum StringCommands {
         shard.lock.lock()
         if let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) {
             shard.countHit()
-            shard.touch(index, now: c.now)
+            c.read(shard, index)
             c.bulk(shard.entry(at: index).value)
         } else {
             shard.countMiss()
@@ -26,8 +26,10 @@ package enum StringCommands {
         let hash = c.hash(1)
         let shard = c.database.shard(for: hash)
         shard.lock.lock()
-        let length = shard.lookup(c.arguments[1], hash: hash, now: c.now).map { shard.entry(at: $0).value.count }
+        let index = shard.lookup(c.arguments[1], hash: hash, now: c.now)
+        let length = index.map { shard.entry(at: $0).value.count }
         shard.countLookup(found: length != nil)
+        if let index { c.accessed(shard, index) }
         shard.lock.unlock()
         c.integer(length ?? 0)
     }
@@ -44,6 +46,7 @@ package enum StringCommands {
             return
         }
         shard.countHit()
+        c.accessed(shard, index)
         let value = shard.entry(at: index).value
         let length = value.count
         if start < 0 && end < 0 && start > end {
@@ -73,7 +76,7 @@ package enum StringCommands {
             let shard = db.shard(for: hash)
             if let index = shard.lookup(c.arguments[i], hash: hash, now: c.now) {
                 shard.countHit()
-                shard.touch(index, now: c.now)
+                c.read(shard, index)
                 c.bulk(shard.entry(at: index).value)
             } else {
                 shard.countMiss()
@@ -262,6 +265,7 @@ package enum StringCommands {
             return
         }
         shard.countHit()
+        c.accessed(shard, index)
         var expiry: Int64?
         if let kind = options.expireKind {
             guard let e = absoluteExpiry(&c, argument: options.expireArgument, kind: kind) else { return }
@@ -352,6 +356,7 @@ package enum StringCommands {
         }
         // Inside the value: written in place, in time proportional to the bytes written, as in Redis.
         if let index = existing, end <= old.count {
+            shard.noteAccess(index, now: c.now)
             shard.overwriteValue(at: index, offset: start, with: part)
             shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
             c.keyModified(1)

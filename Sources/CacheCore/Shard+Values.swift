@@ -93,6 +93,9 @@ extension Shard {
         return grown.mutableValue
     }
 
+    /// Counts a change made to a value in place by the caller (SETBIT), for the save points.
+    package func countChange() { changes &+= 1 }
+
     /// Sets `flag` (``Entry/modifiedInPlaceFlag`` or ``Entry/notIntegerFlag``) on the entry of `key`, if present.
     package func markEncoding(_ key: UnsafeRawBufferPointer, hash: UInt64, _ flag: UInt8) {
         if let index = find(key, hash: hash) { entry(at: index).flags |= flag }

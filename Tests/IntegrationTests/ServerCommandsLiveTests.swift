@@ -122,9 +122,15 @@ struct ServerCommandsLiveTests {
         try connection.command("COPY", "missing", "copied2")
         try connection.command("MEMORY", "USAGE", "here")
         try connection.command("MEMORY", "USAGE", "missing")
+        // Bitmap reads count; SETBIT, a write, does not.
+        try connection.command("GETBIT", "here", "0")
+        try connection.command("BITCOUNT", "missing")
+        try connection.command("BITPOS", "here", "1")
+        try connection.command("BITOP", "OR", "dest", "here", "missing")
+        try connection.command("SETBIT", "bits", "3", "1")
 
-        #expect(try stat(connection, "keyspace_hits") == 3 + 6 + 2)
-        #expect(try stat(connection, "keyspace_misses") == 3 + 5 + 2)
+        #expect(try stat(connection, "keyspace_hits") == 3 + 6 + 2 + 3)
+        #expect(try stat(connection, "keyspace_misses") == 3 + 5 + 2 + 2)
     }
 
     @Test("expired_keys counts a key that expired", arguments: kinds)

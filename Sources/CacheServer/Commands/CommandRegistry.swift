@@ -12,7 +12,7 @@ package enum CommandRegistry {
     private static let writeFast: CommandFlags = [.write, .denyoom, .fast]
     private static let connectionFlags: CommandFlags = [.noscript, .loading, .stale, .fast]
 
-    package static let all: [CommandSpec] = strings + keys + databases + connection + server + pubsub + transactions
+    package static let all: [CommandSpec] = strings + bitmaps + keys + databases + connection + server + pubsub + transactions
 
     static let strings: [CommandSpec] = [
         CommandSpec("get", arity: 2, flags: readFast, keys: (1, 1, 1), categories: ["read", "string", "fast"],
@@ -89,6 +89,26 @@ package enum CommandRegistry {
         CommandSpec(name, arity: arity, flags: flags, keys: keys, categories: categories, group: group, since: since,
                     summary: summary, complexity: complexity, handler: { _ in })
     }
+
+    private typealias B = BitCommands
+
+    static let bitmaps: [CommandSpec] = [
+        CommandSpec("setbit", arity: 4, flags: [.write, .denyoom], keys: (1, 1, 1), categories: ["write", "bitmap", "slow"],
+                    group: "bitmap", since: "2.2.0",
+                    summary: "Sets or clears the bit at offset in the string value stored at key", handler: B.setbit),
+        CommandSpec("getbit", arity: 3, flags: readFast, keys: (1, 1, 1), categories: ["read", "bitmap", "fast"],
+                    group: "bitmap", since: "2.2.0",
+                    summary: "Returns the bit value at offset in the string value stored at key", handler: B.getbit),
+        CommandSpec("bitcount", arity: -2, flags: [.readonly], keys: (1, 1, 1), categories: ["read", "bitmap", "slow"],
+                    group: "bitmap", since: "2.6.0", summary: "Count set bits in a string", complexity: "O(N)",
+                    handler: B.bitcount),
+        CommandSpec("bitpos", arity: -3, flags: [.readonly], keys: (1, 1, 1), categories: ["read", "bitmap", "slow"],
+                    group: "bitmap", since: "2.8.7", summary: "Find first bit set or clear in a string",
+                    complexity: "O(N)", handler: B.bitpos),
+        CommandSpec("bitop", arity: -4, flags: [.write, .denyoom], keys: (2, -1, 1), categories: ["write", "bitmap", "slow"],
+                    group: "bitmap", since: "2.6.0", summary: "Perform bitwise operations between strings",
+                    complexity: "O(N)", handler: B.bitop),
+    ]
 
     static let keys: [CommandSpec] = [
         CommandSpec("object", arity: -2, flags: [], categories: ["slow"], group: "generic", since: "2.2.3",

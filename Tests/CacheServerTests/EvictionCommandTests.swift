@@ -17,14 +17,7 @@ struct EvictionCommandTests {
         h.server.keyspace.flushAccounting()
     }
 
-    func info(_ h: Harness, _ section: String) -> [String: String] {
-        var fields: [String: String] = [:]
-        for line in (h.run("INFO", section).text ?? "").split(separator: "\r\n") {
-            let parts = line.split(separator: ":", maxSplits: 1)
-            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
-        }
-        return fields
-    }
+    func info(_ h: Harness, _ section: String) -> [String: String] { h.infoFields(section) }
 
     @Test("noeviction over the limit: denyoom writes get the OOM error; reads, DEL and other writes still work")
     func noEviction() {

@@ -77,6 +77,16 @@ final class Harness {
     /// The clock, in milliseconds since the epoch.
     var now: Int64 { clock.nowMilliseconds() }
 
+    /// INFO `section`'s `name:value` lines.
+    func infoFields(_ section: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for line in (run("INFO", section).text ?? "").split(separator: "\r\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        return fields
+    }
+
     /// Moves the clock forward.
     func advance(_ milliseconds: Int64) { clock.advance(milliseconds: milliseconds) }
 

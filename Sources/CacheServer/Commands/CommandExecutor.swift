@@ -17,6 +17,11 @@ package enum CommandExecutor {
         reply: inout ByteBuffer,
         queued: Bool = false
     ) {
+        // INFO commandstats and errorstats, and SLOWLOG: what became of the command, told by its reply.
+        let replyStart = reply.writerIndex
+        var slot = -1  // the command's (or subcommand's) counters; -1 for an unknown one
+        var ranFor = -1  // nanoseconds the handler ran; -1 when the command was refused before it ran
+        defer { noteOutcome(arguments, slot: slot, ranFor: ranFor, replyStart: replyStart, reply: reply, session, server) }
         // Redis's order of checks: existence, arity, then authentication.
         guard let index = server.commands.lookup(arguments[0]) else {
             session.noteCommand(nil)
@@ -30,8 +35,12 @@ package enum CommandExecutor {
         // A container (CLIENT, CONFIG...) answers an unknown subcommand, or a known one with the wrong number of
         // arguments, itself; Redis refuses those before running anything, so they are not counted.
         var counted = true
-        if command.flags.contains(.container) && arguments.count > 1 && !queued {
-            counted = noteSubcommand(index, arguments, session, server)
+        slot = server.commandStatistics.slot(command: index, subcommand: nil)
+        if command.flags.contains(.container) && arguments.count > 1 {
+            let spec = server.commands.commands[index]
+            let sub = spec.subcommandIndex(named: arguments[1])
+            slot = sub.map { server.commandStatistics.slot(command: index, subcommand: $0) } ?? -1
+            if !queued { counted = noteSubcommand(index, arguments, session, server) }
         }
         guard command.acceptsArgumentCount(arguments.count) else {
             refuse(ReplyError.wrongArity(server.commands.commands[index].name), index, session, server, &reply)
@@ -70,7 +79,9 @@ package enum CommandExecutor {
             arguments: arguments, session: session, server: server, now: now, reply: reply, tracking: tracking)
         reply = ByteBuffer()  // hand the buffer over without a copy-on-write
         if counted { session.countCommand() }
+        let started = monotonicNanoseconds()
         command.handler(&context)
+        if counted { ranFor = monotonicNanoseconds() - started }
         if context.tracking { finishTracking(index, &context) }
         reply = context.reply
         // As Redis 7.0 does, MONITOR sees a command once it has run (so SELECT shows the new database), and
@@ -84,6 +95,47 @@ package enum CommandExecutor {
                 server.monitors.closeAll(logger: server.logger)
             }
         }
+    }
+
+    /// Counts the command's outcome for INFO commandstats and errorstats (a call and its time, or a refusal;
+    /// an error reply by its first word), and logs it in SLOWLOG when it ran long enough.
+    @inline(__always)
+    static func noteOutcome(
+        _ arguments: Arguments, slot: Int, ranFor: Int, replyStart: Int, reply: ByteBuffer, _ session: ClientSession,
+        _ server: ServerState
+    ) {
+        let statistics = session.statistics ?? server.commandStatistics.unbound
+        let failed = reply.writerIndex > replyStart && reply.getInteger(at: replyStart, as: UInt8.self) == UInt8(ascii: "-")
+        if ranFor >= 0 {
+            statistics.recordCall(slot: slot, nanoseconds: ranFor, failed: failed)
+            if server.slowLog.isSlow(nanoseconds: ranFor) { logSlow(arguments, nanoseconds: ranFor, session, server) }
+        } else if failed && slot >= 0 {
+            statistics.recordRejection(slot: slot)
+        }
+        if failed { statistics.recordError(prefix: errorPrefix(reply, at: replyStart)) }
+    }
+
+    /// The first word of the error reply at `start` ("ERR", "WRONGTYPE"), as INFO errorstats names it.
+    static func errorPrefix(_ reply: ByteBuffer, at start: Int) -> String {
+        var end = start + 1
+        while end < reply.writerIndex, let byte = reply.getInteger(at: end, as: UInt8.self),
+            byte != UInt8(ascii: " "), byte != UInt8(ascii: "\r"), end - start <= 128
+        {
+            end += 1
+        }
+        return reply.getString(at: start + 1, length: end - start - 1) ?? "ERR"
+    }
+
+    @inline(never)
+    static func logSlow(_ arguments: Arguments, nanoseconds: Int, _ session: ClientSession, _ server: ServerState) {
+        guard let index = server.commands.lookup(arguments[0]) else { return }
+        let spec = server.commands.commands[index]
+        // As Redis: EXEC is not logged (its commands are).
+        guard !spec.flags.contains(.skipSlowlog) else { return }
+        server.slowLog.record(
+            arguments, redacted: redactedArguments(spec, arguments), microseconds: nanoseconds / 1000,
+            time: Int(server.clock.nowMilliseconds() / 1000),
+            client: session.unixSocketPath.map { "\($0):0" } ?? session.remoteAddress, name: session.name ?? "")
     }
 
     /// Records which subcommand of a container command (CLIENT, CONFIG...) a request names, for CLIENT LIST;

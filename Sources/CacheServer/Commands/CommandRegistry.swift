@@ -284,6 +284,20 @@ package enum CommandRegistry {
     ]
 
     static let server: [CommandSpec] = [
+        CommandSpec("slowlog", arity: -2, flags: [], categories: ["slow"], group: "server", since: "2.2.12",
+                    summary: "A container for slow log commands", complexity: "Depends on subcommand.",
+                    subcommands: [
+                        introspection("reset", arity: 2, flags: [.admin, .loading, .stale], categories: ["admin", "slow", "dangerous"],
+                                      group: "server", since: "2.2.12", summary: "Clear all entries from the slow log",
+                                      complexity: "O(N) where N is the number of entries in the slowlog"),
+                        introspection("len", arity: 2, flags: [.admin, .loading, .stale], categories: ["admin", "slow", "dangerous"],
+                                      group: "server", since: "2.2.12", summary: "Get the slow log's length"),
+                        introspection("help", arity: 2, flags: [.loading, .stale], categories: ["slow"], group: "server",
+                                      since: "6.2.0", summary: "Show helpful text about the different subcommands"),
+                        introspection("get", arity: -2, flags: [.admin, .loading, .stale], categories: ["admin", "slow", "dangerous"],
+                                      group: "server", since: "2.2.12", summary: "Get the slow log's entries",
+                                      complexity: "O(N) where N is the number of entries returned"),
+                    ], handler: I.slowlog),
         CommandSpec("memory", arity: -2, flags: [], categories: ["slow"], group: "server", since: "4.0.0",
                     summary: "A container for memory diagnostics commands", complexity: "Depends on subcommand.",
                     subcommands: [

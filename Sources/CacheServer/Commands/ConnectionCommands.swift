@@ -249,6 +249,7 @@ package enum ConnectionCommands {
             "command": ["count", "info", "docs", "list", "getkeys", "help"],
             "object": ["encoding", "freq", "idletime", "refcount", "help"],
             "memory": ["usage", "doctor", "malloc-stats", "purge", "help"],
+            "slowlog": ["get", "len", "reset", "help"],
         ]
         if known[command]?.contains(sub) == true {
             c.error(ReplyError.wrongArity("\(command)|\(sub)"))

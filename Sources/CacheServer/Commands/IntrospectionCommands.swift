@@ -107,6 +107,54 @@ enum IntrospectionCommands {
         return value.count <= 44 ? .embedded : .raw
     }
 
+    // MARK: SLOWLOG
+
+    static func slowlog(_ c: inout CommandContext) {
+        let a = c.arguments
+        if a.matches(1, "get") && a.count <= 3 {
+            var count: Int? = 10
+            if a.count == 3 {
+                guard let n = RESPInteger.parse(a[2]), n >= -1 else {
+                    return c.error("ERR count should be greater than or equal to -1")
+                }
+                count = n == -1 ? nil : n
+            }
+            let entries = c.server.slowLog.newest(count)
+            c.arrayHeader(entries.count)
+            for entry in entries {
+                c.arrayHeader(6)
+                c.integer(entry.id)
+                c.integer(entry.time)
+                c.integer(entry.microseconds)
+                c.arrayHeader(entry.arguments.count)
+                for argument in entry.arguments { argument.withUnsafeBytes { c.bulk($0) } }
+                c.bulk(entry.client)
+                c.bulk(entry.name)
+            }
+        } else if a.matches(1, "get") {
+            c.error("ERR unknown subcommand or wrong number of arguments for '\(a.string(1))'. Try SLOWLOG HELP.")
+        } else if a.matches(1, "len") && a.count == 2 {
+            c.integer(c.server.slowLog.count)
+        } else if a.matches(1, "reset") && a.count == 2 {
+            c.server.slowLog.reset()
+            c.ok()
+        } else if a.matches(1, "help") && a.count == 2 {
+            ConnectionCommands.help(&c, "SLOWLOG", [
+                "GET [<count>]",
+                "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+                "    Entries are made of:",
+                "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+                "    client name",
+                "LEN",
+                "    Return the length of the slowlog.",
+                "RESET",
+                "    Reset the slowlog.",
+            ])
+        } else {
+            ConnectionCommands.subcommandError(&c)
+        }
+    }
+
     // MARK: MEMORY
 
     static func memory(_ c: inout CommandContext) {

@@ -101,13 +101,18 @@ package enum ServerCommands {
     // MARK: INFO
 
     static let defaultSections = ["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "keyspace"]
+    /// Every section, in the order INFO prints them: the default ones and commandstats and errorstats.
+    static let allSections = [
+        "server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "errorstats",
+        "keyspace",
+    ]
 
     static func info(_ c: inout CommandContext) {
         var wanted = Set<String>()
         for j in 1..<c.arguments.count { wanted.insert(c.arguments.string(j).lowercased()) }
-        let all = wanted.contains("all") || wanted.contains("everything")
-        let sections = wanted.isEmpty || wanted.contains("default") || all
-            ? defaultSections : defaultSections.filter { wanted.contains($0) }
+        if wanted.contains("all") || wanted.contains("everything") { wanted.formUnion(allSections) }
+        if wanted.isEmpty || wanted.contains("default") { wanted.formUnion(defaultSections) }
+        let sections = allSections.filter { wanted.contains($0) }
         var text = ""
         for section in sections {
             if !text.isEmpty { text += "\r\n" }
@@ -215,6 +220,7 @@ package enum ServerCommands {
                 "evicted_keys:\(server.keyspace.evictedKeys - base.evicted)",
                 "keyspace_hits:\(totals.hits - base.hits)",
                 "keyspace_misses:\(totals.misses - base.misses)",
+                "total_error_replies:\(server.commandStatistics.totals.errors.values.reduce(0, +))",
                 "pubsub_channels:\(pubsub.channels)",
                 "pubsub_patterns:\(pubsub.patterns)",
                 "tracking_total_keys:\(tracking.keys)",
@@ -228,6 +234,23 @@ package enum ServerCommands {
             getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
             func seconds(_ t: timeval) -> String { String(format: "%.6f", Double(t.tv_sec) + Double(t.tv_usec) / 1e6) }
             lines = ["# CPU", "used_cpu_sys:\(seconds(usage.ru_stime))", "used_cpu_user:\(seconds(usage.ru_utime))"]
+        case "commandstats":
+            let totals = server.commandStatistics.totals
+            lines = ["# Commandstats"]
+            for (slot, name) in server.commandStatistics.slotNames.enumerated()
+            where totals.calls[slot] != 0 || totals.failed[slot] != 0 || totals.rejected[slot] != 0 {
+                let calls = totals.calls[slot]
+                let micros = totals.nanoseconds[slot] / 1000
+                let perCall = calls > 0 ? Double(micros) / Double(calls) : 0
+                lines.append(
+                    "cmdstat_\(name):calls=\(calls),usec=\(micros),usec_per_call=\(String(format: "%.2f", perCall)),"
+                        + "rejected_calls=\(totals.rejected[slot]),failed_calls=\(totals.failed[slot])")
+            }
+        case "errorstats":
+            lines = ["# Errorstats"]
+            for (prefix, count) in server.commandStatistics.totals.errors.sorted(by: { $0.key < $1.key }) {
+                lines.append("errorstat_\(prefix):count=\(count)")
+            }
         case "keyspace":
             lines = ["# Keyspace"]
             for (i, db) in server.keyspace.databases.enumerated() {
@@ -281,6 +304,7 @@ package enum ServerCommands {
         }
         server.stats.connectionsReceived.store(0, ordering: .relaxed)
         server.stats.rejectedConnections.store(0, ordering: .relaxed)
+        server.commandStatistics.reset()
     }
 
     static func residentBytes() -> Int {

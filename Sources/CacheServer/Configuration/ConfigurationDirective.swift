@@ -254,6 +254,8 @@ extension ConfigurationDirective {
         .enumeration("maxmemory-policy", .runtime, \.maxMemoryPolicy),
         .integer("maxmemory-samples", .runtime, \.maxMemorySamples, in: 1...Int(Int32.max)),
         .integer("tracking-table-max-keys", .runtime, \.trackingTableMaxKeys, in: 0...Int.max),
+        .integer("slowlog-log-slower-than", .runtime, \.slowlogLogSlowerThan, in: -1...Int.max),
+        .integer("slowlog-max-len", .runtime, \.slowlogMaxLen, in: 0...Int.max),
         requirePassDirective,
         clientOutputBufferLimitDirective,
         renameCommandDirective.fileOnly(),

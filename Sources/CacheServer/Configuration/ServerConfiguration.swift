@@ -90,6 +90,13 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// (`tracking-table-max-keys`); past it, keys are invalidated as if modified. 0: no limit.
     public var trackingTableMaxKeys: Int = 1_000_000
 
+    /// Commands that run for at least this many microseconds are logged in SLOWLOG; negative turns the log
+    /// off, 0 logs every command (`slowlog-log-slower-than`).
+    public var slowlogLogSlowerThan: Int = 10_000
+
+    /// The most entries SLOWLOG keeps; older ones are dropped (`slowlog-max-len`).
+    public var slowlogMaxLen: Int = 128
+
     /// Password clients must give with `AUTH`; empty means none (`requirepass`).
     public var requirePass: String = ""
 

@@ -50,6 +50,7 @@ public final class CacheServerService: Service, Sendable {
         let state = self.state
         let polls = BusyPolls(group: group) { [state] in state.busyPollNanoseconds }
         state.transactions.configure(loops: group)
+        state.commandStatistics.configure(loops: group)
         // Connections come from the server's own listeners, which know each connection's descriptor (see
         // SocketListener). As in Redis: port 0 means no TCP listener, and a server that listens nowhere does not
         // start.

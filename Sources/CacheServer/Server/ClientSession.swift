@@ -268,6 +268,8 @@ package final class ClientSession: @unchecked Sendable {
 
     /// The transaction gate's lane of the connection's event loop (nil without one, as in tests).
     @exclusivity(unchecked) package var lane: TransactionGate.Lane?
+    /// The command counters of the connection's event loop (nil outside the server's loops, as in tests).
+    @exclusivity(unchecked) package var statistics: CommandStatistics?
 
     /// The commands queued since MULTI.
     package private(set) var queuedCommands: [QueuedCommand] = []

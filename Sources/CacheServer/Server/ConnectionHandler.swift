@@ -90,6 +90,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         self.session = session
         lane = server.transactions.lane(for: context.eventLoop)
         session.lane = lane
+        session.statistics = server.commandStatistics.statistics(for: context.eventLoop)
         session.replyLimits = Self.replyLimits(outputLimits)
         self.context = context
         output = context.channel.allocator.buffer(capacity: 4096)

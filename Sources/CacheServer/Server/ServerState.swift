@@ -21,6 +21,10 @@ package final class ServerState: Sendable {
     package let watches = WatchRegistry()
     /// EXEC: runs a transaction with no other client's command in between.
     package let transactions = TransactionGate()
+    /// INFO commandstats and errorstats.
+    package let commandStatistics: CommandStatisticsRegistry
+    /// SLOWLOG.
+    package let slowLog = SlowLog()
     /// Where ``evictToLimit(now:)`` starts next.
     private let evictionStart = Atomic<Int>(0)
     /// Snapshot saves and the startup load.
@@ -60,6 +64,7 @@ package final class ServerState: Sendable {
         self.tracking = TrackingTable(removals: keyspace.removals)
         self.clock = clock
         self.commands = CommandTable(CommandRegistry.all.renamed(configuration.renamedCommands))
+        self.commandStatistics = CommandStatisticsRegistry(commands: commands)
         self.logger = logger
         self.startTime = clock.nowMilliseconds()
         self.snapshots = SnapshotCoordinator(keyspace: keyspace, clock: clock, logger: logger)
@@ -69,6 +74,7 @@ package final class ServerState: Sendable {
         busyPollWindow.store(Int64(configuration.busyPoll) * 1000, ordering: .relaxed)
         stopWritesArmed.store(Self.stopsWrites(configuration), ordering: .relaxed)
         Self.applyMemorySettings(configuration, to: keyspace.budget)
+        slowLog.configure(thresholdMicroseconds: configuration.slowlogLogSlowerThan, maxLength: configuration.slowlogMaxLen)
     }
 
     private static func stopsWrites(_ config: ServerConfiguration) -> Bool {
@@ -97,6 +103,7 @@ package final class ServerState: Sendable {
             limitsVersion.add(1, ordering: .releasing)
             busyPollWindow.store(Int64(config.busyPoll) * 1000, ordering: .relaxed)
             stopWritesArmed.store(Self.stopsWrites(config), ordering: .relaxed)
+            slowLog.configure(thresholdMicroseconds: config.slowlogLogSlowerThan, maxLength: config.slowlogMaxLen)
             Self.applyMemorySettings(config, to: keyspace.budget)
             return .success(())
         }

@@ -1,0 +1,158 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import NIOCore
+import Synchronization
+
+/// INFO commandstats and errorstats: per command and subcommand its calls, time and failures, and error
+/// replies by their first word.
+///
+/// Each event loop counts into its own ``CommandStatistics`` (one writer: relaxed loads and stores, no locked
+/// instruction on the request path); INFO adds the loops' counts up, and CONFIG RESETSTAT records a baseline
+/// to subtract rather than writing into counters another thread owns.
+package final class CommandStatisticsRegistry: Sendable {
+    /// The first counter slot of each command of the table; a container's subcommands follow its own slot.
+    private let slotBase: [Int]
+    /// "get", "client|id": each slot's name.
+    package let slotNames: [String]
+    private let loops = Mutex<[ObjectIdentifier: CommandStatistics]>([:])
+    private let tables = Mutex<[CommandStatistics]>([])
+    /// Counts of sessions outside the server's event loops (tests that drive sessions directly).
+    package let unbound: CommandStatistics
+    private let baseline = Mutex<Totals?>(nil)
+
+    package init(commands: CommandTable) {
+        var base: [Int] = []
+        var names: [String] = []
+        for spec in commands.commands {
+            base.append(names.count)
+            names.append(spec.name)
+            for sub in spec.subcommands { names.append("\(spec.name)|\(sub.name)") }
+        }
+        slotBase = base
+        slotNames = names
+        unbound = CommandStatistics(slots: names.count)
+        tables.withLock { $0.append(unbound) }
+    }
+
+    /// Gives each event loop of `group` its own table (once, before connections arrive).
+    package func configure(loops group: any EventLoopGroup) {
+        for loop in group.makeIterator() {
+            let table = CommandStatistics(slots: slotNames.count)
+            loops.withLock { $0[ObjectIdentifier(loop)] = table }
+            tables.withLock { $0.append(table) }
+        }
+    }
+
+    /// The table of `eventLoop`'s connections.
+    package func statistics(for eventLoop: any EventLoop) -> CommandStatistics {
+        loops.withLock { $0[ObjectIdentifier(eventLoop)] } ?? unbound
+    }
+
+    /// The slot of command `index` of the table, or of its subcommand `subcommand`.
+    @inline(__always)
+    package func slot(command index: Int, subcommand: Int?) -> Int {
+        slotBase[index] + (subcommand.map { $0 + 1 } ?? 0)
+    }
+
+    /// What the tables hold, less the baseline of the last CONFIG RESETSTAT.
+    package struct Totals: Sendable {
+        package var calls: [Int]
+        package var nanoseconds: [Int]
+        package var failed: [Int]
+        package var rejected: [Int]
+        package var errors: [String: Int]
+    }
+
+    private func sum() -> Totals {
+        var totals = Totals(
+            calls: Array(repeating: 0, count: slotNames.count), nanoseconds: Array(repeating: 0, count: slotNames.count),
+            failed: Array(repeating: 0, count: slotNames.count), rejected: Array(repeating: 0, count: slotNames.count),
+            errors: [:])
+        for table in tables.withLock({ $0 }) {
+            for slot in 0..<slotNames.count {
+                let counters = table.counters[slot]
+                totals.calls[slot] += counters.calls.load(ordering: .relaxed)
+                totals.nanoseconds[slot] += counters.nanoseconds.load(ordering: .relaxed)
+                totals.failed[slot] += counters.failed.load(ordering: .relaxed)
+                totals.rejected[slot] += counters.rejected.load(ordering: .relaxed)
+            }
+            for (prefix, count) in table.errors.withLock({ $0 }) { totals.errors[prefix, default: 0] += count }
+        }
+        return totals
+    }
+
+    package var totals: Totals {
+        var totals = sum()
+        guard let base = baseline.withLock({ $0 }) else { return totals }
+        for slot in 0..<slotNames.count {
+            totals.calls[slot] -= base.calls[slot]
+            totals.nanoseconds[slot] -= base.nanoseconds[slot]
+            totals.failed[slot] -= base.failed[slot]
+            totals.rejected[slot] -= base.rejected[slot]
+        }
+        for (prefix, count) in base.errors {
+            totals.errors[prefix, default: 0] -= count
+            if totals.errors[prefix] == 0 { totals.errors[prefix] = nil }
+        }
+        return totals
+    }
+
+    /// CONFIG RESETSTAT: counts start again from zero.
+    package func reset() {
+        let now = sum()
+        baseline.withLock { $0 = now }
+    }
+}
+
+/// One event loop's counts. Only that loop writes them.
+package final class CommandStatistics: Sendable {
+    package final class Counters: Sendable {
+        let calls = Atomic<Int>(0)
+        let nanoseconds = Atomic<Int>(0)
+        let failed = Atomic<Int>(0)
+        let rejected = Atomic<Int>(0)
+    }
+
+    let counters: [Counters]
+    /// Error replies by their first word ("ERR", "WRONGTYPE"...). Touched only when a reply is an error.
+    let errors = Mutex<[String: Int]>([:])
+
+    init(slots: Int) {
+        counters = (0..<slots).map { _ in Counters() }
+    }
+
+    @inline(__always)
+    private static func bump(_ counter: borrowing Atomic<Int>, by amount: Int = 1) {
+        counter.store(counter.load(ordering: .relaxed) &+ amount, ordering: .relaxed)
+    }
+
+    /// A call of the command in `slot` that ran for `nanoseconds`, and whether its reply was an error.
+    @inline(__always)
+    package func recordCall(slot: Int, nanoseconds: Int, failed: Bool) {
+        let counters = counters[slot]
+        Self.bump(counters.calls)
+        Self.bump(counters.nanoseconds, by: nanoseconds)
+        if failed { Self.bump(counters.failed) }
+    }
+
+    /// A command refused before it ran (arity, authentication, memory...).
+    package func recordRejection(slot: Int) {
+        Self.bump(counters[slot].rejected)
+    }
+
+    /// An error reply whose first word is `prefix`.
+    package func recordError(prefix: String) {
+        errors.withLock { $0[prefix, default: 0] += 1 }
+    }
+}
+
+/// The monotonic clock in nanoseconds, for command durations.
+@inline(__always)
+package func monotonicNanoseconds() -> Int {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return time.tv_sec * 1_000_000_000 + time.tv_nsec
+}

@@ -109,8 +109,16 @@ struct CommandStatisticsTests {
         #expect(set[5] == .bulk("worker"))
         guard case .integer(let first) = set[0], case .integer(let last) = auth[0] else { return }
         #expect(last == first + 2, "ids increase")
+        // As Redis: a lower length applies when the next entry is added (this CONFIG SET's own).
         #expect(h.run("CONFIG", "SET", "slowlog-max-len", "1") == .ok)
         #expect(h.run("SLOWLOG", "LEN") == .integer(1))
+        #expect(h.run("CONFIG", "SET", "requirepass", "s3cret", "slowlog-max-len", "2") == .ok)
+        guard case .array(let latest) = h.run("SLOWLOG", "GET", "1"), case .array(let config) = latest.first else {
+            Issue.record("SLOWLOG GET 1 is not an array of entries")
+            return
+        }
+        #expect(config[3] == .bulks("CONFIG", "SET", "requirepass", "(redacted)", "slowlog-max-len", "2"))
+        #expect(h.run("CONFIG", "SET", "requirepass", "") == .ok)
         #expect(h.run("CONFIG", "SET", "slowlog-log-slower-than", "-1") == .ok)
         #expect(h.run("SLOWLOG", "RESET") == .ok)
         h.run("SET", "k", "v")

@@ -119,4 +119,16 @@ struct EvictionLiveTests {
         #expect(try connection.command("DEL", "key:0") == .integer(1))
         #expect(try Self.info(connection, "stats")["evicted_keys"] == "0")
     }
+
+    @Test("A limit set with CONFIG SET holds from the next command: an idle server's own memory is over 1 byte",
+          arguments: [ServerProcess.Kind.redis, .cached])
+    func limitHoldsAtOnce(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let connection = try server.connect()
+        #expect(try connection.command("CONFIG", "SET", "maxmemory-policy", "noeviction", "maxmemory", "1") == .ok)
+        #expect(try connection.command("SET", "k", "v") == .error("OOM command not allowed when used memory > 'maxmemory'."))
+        #expect(try connection.command("CONFIG", "SET", "maxmemory", "0") == .ok)
+        #expect(try connection.command("SET", "k", "v") == .ok)
+    }
 }

@@ -132,8 +132,16 @@ package enum CommandExecutor {
         let spec = server.commands.commands[index]
         // As Redis: EXEC is not logged (its commands are).
         guard !spec.flags.contains(.skipSlowlog) else { return }
+        var redacted = Set(redactedArguments(spec, arguments) ?? 0..<0)
+        // As Redis: CONFIG SET's password values are not logged.
+        if spec.name == "config" && arguments.count > 3 && arguments.matches(1, "set") {
+            for j in stride(from: 2, to: arguments.count - 1, by: 2)
+            where ConfigCommands.sensitiveParameters.contains(arguments.string(j).lowercased()) {
+                redacted.insert(j + 1)
+            }
+        }
         server.slowLog.record(
-            arguments, redacted: redactedArguments(spec, arguments), microseconds: nanoseconds / 1000,
+            arguments, redacted: redacted, microseconds: nanoseconds / 1000,
             time: Int(server.clock.nowMilliseconds() / 1000),
             client: session.unixSocketPath.map { "\($0):0" } ?? session.remoteAddress, name: session.name ?? "")
     }

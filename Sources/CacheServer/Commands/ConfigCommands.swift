@@ -4,6 +4,9 @@ import RESP
 
 /// CONFIG GET / SET / RESETSTAT / REWRITE.
 package enum ConfigCommands {
+    /// Parameters whose values are secrets: SLOWLOG shows `(redacted)` for them, as Redis does.
+    static let sensitiveParameters: Set<String> = ["requirepass"]
+
     static func config(_ c: inout CommandContext) {
         let a = c.arguments
         if a.matches(1, "get") && a.count >= 3 {
@@ -29,6 +32,7 @@ package enum ConfigCommands {
                 }
                 if changes.contains(where: { ["maxmemory", "maxmemory-policy"].contains($0.name.lowercased()) }) {
                     c.server.warnIfMaxMemoryTooSmall()
+                    c.server.refreshMemoryOverheadIfOwn()
                     // Which databases hold keys, for eviction to choose among them from the first write on.
                     c.server.keyspace.refreshDatabasesInUse()
                     // As Redis: a lower limit evicts at once, not at the next write.

@@ -107,6 +107,7 @@ public final class CacheServerService: Service, Sendable {
         if let port = ports.first { ready["port"] = "\(port)" }
         if !config.unixSocket.isEmpty { ready["unixsocket"] = "\(config.unixSocket)" }
         logger.notice("Ready to accept connections", metadata: ready)
+        state.countHeapOverhead()
         state.warnIfMaxMemoryTooSmall()
         let places = (ports.map { "port \($0)" } + (config.unixSocket.isEmpty ? [] : [config.unixSocket]))
         notifySystemd("READY=1\nSTATUS=Ready to accept connections on \(places.joined(separator: ", "))")

@@ -139,6 +139,19 @@ package final class ServerState: Sendable {
         return outcome
     }
 
+    /// Whether this process's heap belongs to the server (set by the running service): then CONFIG SET
+    /// maxmemory measures it at once. Servers driven directly, as in tests, count their dataset alone.
+    private let heapIsOwn = Atomic<Bool>(false)
+
+    /// Called by the service that runs the server, before it accepts connections.
+    package func countHeapOverhead() { heapIsOwn.store(true, ordering: .relaxed) }
+
+    /// After CONFIG SET maxmemory or maxmemory-policy: measures the heap beyond the dataset now, so that the
+    /// new limit holds from the next command instead of from the sweeper's next cycle.
+    package func refreshMemoryOverheadIfOwn() {
+        if heapIsOwn.load(ordering: .relaxed) { refreshMemoryOverhead() }
+    }
+
     /// Measures the heap beyond the dataset (the allocator's statistics; tens of microseconds), which
     /// `maxmemory` counts as used memory.
     package func refreshMemoryOverhead() {

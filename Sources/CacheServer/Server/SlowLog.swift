@@ -29,13 +29,11 @@ package final class SlowLog: Sendable {
 
     package init() {}
 
-    /// Applies `slowlog-log-slower-than` (microseconds; negative turns the log off) and `slowlog-max-len`.
+    /// Applies `slowlog-log-slower-than` (microseconds; negative turns the log off) and `slowlog-max-len`. As in
+    /// Redis, a lower length trims the log when the next entry is added.
     package func configure(thresholdMicroseconds: Int, maxLength length: Int) {
         threshold.store(thresholdMicroseconds, ordering: .relaxed)
         maxLength.store(length, ordering: .relaxed)
-        state.withLock { state in
-            if state.entries.count > length { state.entries.removeFirst(state.entries.count - length) }
-        }
     }
 
     /// Whether a command that ran for `nanoseconds` belongs in the log.
@@ -45,9 +43,9 @@ package final class SlowLog: Sendable {
         return limit >= 0 && nanoseconds / 1000 >= limit
     }
 
-    /// Logs a command. `redacted` arguments (AUTH's credentials) are logged as `(redacted)`.
+    /// Logs a command. The arguments at `redacted` (credentials) are logged as `(redacted)`.
     package func record(
-        _ arguments: Arguments, redacted: Range<Int>?, microseconds: Int, time: Int, client: String, name: String
+        _ arguments: Arguments, redacted: Set<Int>, microseconds: Int, time: Int, client: String, name: String
     ) {
         let count = min(arguments.count, Self.maxArguments)
         var kept: [[UInt8]] = []
@@ -55,7 +53,7 @@ package final class SlowLog: Sendable {
         for j in 0..<count {
             if count < arguments.count && j == count - 1 {
                 kept.append(Array("... (\(arguments.count - count + 1) more arguments)".utf8))
-            } else if redacted?.contains(j) == true {
+            } else if redacted.contains(j) {
                 kept.append(Array("(redacted)".utf8))
             } else if arguments[j].count > Self.maxArgumentBytes {
                 let more = arguments[j].count - Self.maxArgumentBytes

@@ -109,6 +109,7 @@ package enum CommandExecutor {
         if ranFor >= 0 {
             statistics.recordCall(slot: slot, nanoseconds: ranFor, failed: failed)
             if server.slowLog.isSlow(nanoseconds: ranFor) { logSlow(arguments, nanoseconds: ranFor, session, server) }
+            if server.latency.isSample(nanoseconds: ranFor) { sampleLatency(arguments, nanoseconds: ranFor, server) }
         } else if failed && slot >= 0 {
             statistics.recordRejection(slot: slot)
         }
@@ -124,6 +125,14 @@ package enum CommandExecutor {
             end += 1
         }
         return reply.getString(at: start + 1, length: end - start - 1) ?? "ERR"
+    }
+
+    /// A LATENCY sample of `command`, or `fast-command` for a command flagged fast.
+    @inline(never)
+    static func sampleLatency(_ arguments: Arguments, nanoseconds: Int, _ server: ServerState) {
+        guard let index = server.commands.lookup(arguments[0]) else { return }
+        let event = server.commands.dispatch[index].flags.contains(.fast) ? "fast-command" : "command"
+        server.latency.record(event, milliseconds: nanoseconds / 1_000_000, time: Int(server.clock.nowMilliseconds() / 1000))
     }
 
     @inline(never)

@@ -284,6 +284,21 @@ package enum CommandRegistry {
     ]
 
     static let server: [CommandSpec] = [
+        CommandSpec("latency", arity: -2, flags: [], categories: ["slow"], group: "server", since: "2.8.13",
+                    summary: "A container for latency diagnostics commands", complexity: "Depends on subcommand.",
+                    subcommands: [
+                        introspection("help", arity: 2, flags: [.loading, .stale], categories: ["slow"], group: "server",
+                                      since: "2.8.13", summary: "Show helpful text about the different subcommands."),
+                    ] + [
+                        ("doctor", 2, "Return a human readable latency analysis report."),
+                        ("reset", -2, "Reset latency data for one or more events."),
+                        ("latest", 2, "Return the latest latency samples for all events."),
+                        ("history", 3, "Return timestamp-latency samples for the event."),
+                    ].map { name, arity, summary in
+                        introspection(name, arity: arity, flags: [.admin, .noscript, .loading, .stale],
+                                      categories: ["admin", "slow", "dangerous"], group: "server", since: "2.8.13",
+                                      summary: summary)
+                    }, handler: I.latency),
         CommandSpec("slowlog", arity: -2, flags: [], categories: ["slow"], group: "server", since: "2.2.12",
                     summary: "A container for slow log commands", complexity: "Depends on subcommand.",
                     subcommands: [

@@ -155,6 +155,76 @@ enum IntrospectionCommands {
         }
     }
 
+    // MARK: LATENCY
+
+    static func latency(_ c: inout CommandContext) {
+        let a = c.arguments
+        let monitor = c.server.latency
+        if a.matches(1, "latest") && a.count == 2 {
+            let events = monitor.all
+            c.arrayHeader(events.count)
+            for (event, series) in events {
+                let last = series.samples.last ?? LatencyMonitor.Sample(time: 0, milliseconds: 0)
+                c.arrayHeader(4)
+                c.bulk(event)
+                c.integer(last.time)
+                c.integer(last.milliseconds)
+                c.integer(series.worst)
+            }
+        } else if a.matches(1, "history") && a.count == 3 {
+            let samples = monitor.series(a.string(2))?.samples ?? []
+            c.arrayHeader(samples.count)
+            for sample in samples {
+                c.arrayHeader(2)
+                c.integer(sample.time)
+                c.integer(sample.milliseconds)
+            }
+        } else if a.matches(1, "reset") {
+            c.integer(monitor.reset((2..<max(2, a.count)).map { a.string($0) }))
+        } else if a.matches(1, "doctor") && a.count == 2 {
+            c.reply.writeRESPVerbatim(latencyReport(c.server), c.version)
+        } else if a.matches(1, "help") && a.count == 2 {
+            ConnectionCommands.help(&c, "LATENCY", [
+                "DOCTOR",
+                "    Return a human readable latency analysis report.",
+                "HISTORY <event>",
+                "    Return time-latency samples for the <event> class.",
+                "LATEST",
+                "    Return the latest latency samples for all events.",
+                "RESET [<event> ...]",
+                "    Reset latency data of one or more <event> classes.",
+                "    (default: reset all data for all event classes)",
+            ])
+        } else {
+            ConnectionCommands.subcommandError(&c)
+        }
+    }
+
+    /// LATENCY DOCTOR: each event's samples in plain words, and what to look at.
+    static func latencyReport(_ server: ServerState) -> String {
+        let threshold = server.config.latencyMonitorThreshold
+        guard threshold > 0 else {
+            return "Latency monitoring is off. CONFIG SET latency-monitor-threshold <milliseconds> records every "
+                + "command that runs at least that long.\n"
+        }
+        let events = server.latency.all
+        guard !events.isEmpty else {
+            return "No command has run for \(threshold) ms or more (latency-monitor-threshold) since the monitor was "
+                + "turned on or reset.\n"
+        }
+        var report = "Latency events (commands running \(threshold) ms or more):\n\n"
+        for (n, (event, series)) in events.enumerated() {
+            let total = series.samples.reduce(0) { $0 + $1.milliseconds }
+            let average = series.samples.isEmpty ? 0 : total / series.samples.count
+            report += "\(n + 1). \(event): \(series.samples.count) seconds with samples, latest \(series.samples.last?.milliseconds ?? 0) ms, "
+                + "worst \(series.worst) ms, average \(average) ms.\n"
+        }
+        report += "\nSLOWLOG GET lists the commands themselves (slowlog-log-slower-than, in microseconds). Commands that "
+            + "read or write many keys at once (KEYS, FLUSHALL, large MSET or MGET) and snapshots taken with SAVE are the "
+            + "usual causes; SCAN and BGSAVE do the same work without holding up other clients.\n"
+        return report
+    }
+
     // MARK: MEMORY
 
     static func memory(_ c: inout CommandContext) {

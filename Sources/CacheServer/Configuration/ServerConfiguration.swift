@@ -97,6 +97,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// The most entries SLOWLOG keeps; older ones are dropped (`slowlog-max-len`).
     public var slowlogMaxLen: Int = 128
 
+    /// Commands that run for at least this many milliseconds are LATENCY samples; 0 turns the latency
+    /// monitor off (`latency-monitor-threshold`).
+    public var latencyMonitorThreshold: Int = 0
+
     /// Password clients must give with `AUTH`; empty means none (`requirepass`).
     public var requirePass: String = ""
 

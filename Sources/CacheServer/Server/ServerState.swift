@@ -25,6 +25,8 @@ package final class ServerState: Sendable {
     package let commandStatistics: CommandStatisticsRegistry
     /// SLOWLOG.
     package let slowLog = SlowLog()
+    /// LATENCY.
+    package let latency = LatencyMonitor()
     /// Where ``evictToLimit(now:)`` starts next.
     private let evictionStart = Atomic<Int>(0)
     /// Snapshot saves and the startup load.
@@ -75,6 +77,7 @@ package final class ServerState: Sendable {
         stopWritesArmed.store(Self.stopsWrites(configuration), ordering: .relaxed)
         Self.applyMemorySettings(configuration, to: keyspace.budget)
         slowLog.configure(thresholdMicroseconds: configuration.slowlogLogSlowerThan, maxLength: configuration.slowlogMaxLen)
+        latency.configure(thresholdMilliseconds: configuration.latencyMonitorThreshold)
     }
 
     private static func stopsWrites(_ config: ServerConfiguration) -> Bool {
@@ -104,6 +107,7 @@ package final class ServerState: Sendable {
             busyPollWindow.store(Int64(config.busyPoll) * 1000, ordering: .relaxed)
             stopWritesArmed.store(Self.stopsWrites(config), ordering: .relaxed)
             slowLog.configure(thresholdMicroseconds: config.slowlogLogSlowerThan, maxLength: config.slowlogMaxLen)
+            latency.configure(thresholdMilliseconds: config.latencyMonitorThreshold)
             Self.applyMemorySettings(config, to: keyspace.budget)
             return .success(())
         }

@@ -82,7 +82,8 @@ extension Shard {
         let expiry = entry.expiry
         let needed = Entry.size(keyCount: entry.key.count, valueCount: count, hasExpiry: expiry != nil)
         let slack = Self.growthRoomLimit
-        let reserve = needed < slack ? needed * 2 : needed + slack
+        let (reserve, overflow) = needed < slack ? (needed * 2, false) : needed.addingReportingOverflow(slack)
+        guard !overflow else { return nil }
         guard let grown = Entry.allocate(key: entry.key, valueCount: count, expiry: expiry, reserve: reserve)
         else { return nil }
         if old.count > 0 { grown.mutableValue.baseAddress!.copyMemory(from: old.baseAddress!, byteCount: old.count) }

@@ -125,3 +125,24 @@ struct CommandStatisticsTests {
         #expect(h.run("SLOWLOG", "LEN") == .integer(0))
     }
 }
+
+@Suite("SLOWLOG and renamed commands")
+struct SlowLogRenamedTests {
+    @Test("Credentials stay redacted when CONFIG and AUTH go by other names")
+    func renamedCommandsStayRedacted() {
+        let h = Harness { configuration in
+            configuration.renamedCommands = [.init(name: "config", newName: "cfg"), .init(name: "auth", newName: "login")]
+        }
+        #expect(h.run("cfg", "SET", "slowlog-log-slower-than", "0") == .ok)
+        #expect(h.run("cfg", "SET", "requirepass", "s3cret") == .ok)
+        #expect(h.run("login", "s3cret") == .ok)
+        guard case .array(let entries) = h.run("SLOWLOG", "GET", "2"), entries.count == 2,
+            case .array(let login) = entries[0], case .array(let config) = entries[1]
+        else {
+            Issue.record("SLOWLOG GET 2 does not hold two entries")
+            return
+        }
+        #expect(login[3] == .bulks("login", "(redacted)"))
+        #expect(config[3] == .bulks("cfg", "SET", "requirepass", "(redacted)"))
+    }
+}

@@ -418,3 +418,15 @@ struct StringCommandTests {
     }
 }
 
+
+@Suite("Growing a value near the largest lengths")
+struct GrowthLimitTests {
+    @Test("SETRANGE far past the end with proto-max-bulk-len at its largest is refused, not a crash")
+    func offsetNearIntMax() {
+        let h = Harness()
+        #expect(h.run("CONFIG", "SET", "proto-max-bulk-len", "9223372036854775807") == .ok)
+        h.run("SET", "k", "v")
+        #expect(h.run("SETRANGE", "k", "9223372036854775000", "x").isError)
+        #expect(h.run("GET", "k") == .bulk("v"))
+    }
+}

@@ -122,7 +122,7 @@ package enum SnapshotReader {
                         summary.expired += 1
                         return true
                     }
-                    guard store(key, value, expiry: expiry, in: database) else { return false }
+                    guard store(key, value, expiry: expiry, in: database, now: now) else { return false }
                     summary.keys += 1
                     return true
                 }
@@ -193,13 +193,15 @@ package enum SnapshotReader {
 
     /// Stores one key as SET with PXAT would (replacing a key of the same name).
     private static func store(
-        _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expiry: Int64?, in database: Database
+        _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, expiry: Int64?, in database: Database, now: Int64
     ) -> Bool {
         let hash = Keyspace.hasher.hash(key)
         let shard = database.shard(for: hash)
         shard.lock.lock()
         defer { shard.lock.unlock() }
         let existing = shard.find(key, hash: hash)
+        // Loaded keys count as accessed at load time (OBJECT IDLETIME, LRU), not at the clock's epoch.
+        shard.clockNow = now
         return shard.setValue(key, hash: hash, value: value, ttl: expiry.map { .at($0) } ?? .clear, existing: existing)
     }
 

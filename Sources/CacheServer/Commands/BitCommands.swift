@@ -248,9 +248,6 @@ enum BitCommands {
         // Locked together, so the result is of one moment of the sources.
         shards.lock(in: db)
         defer { shards.unlock(in: db) }
-        let destinationHash = c.hash(2)
-        let destinationShard = db.shard(for: destinationHash)
-        let existing = destinationShard.lookup(a[2], hash: destinationHash, now: c.now)
         var sources: [UnsafeRawBufferPointer?] = []
         sources.reserveCapacity(a.count - 3)
         var length = 0
@@ -268,6 +265,11 @@ enum BitCommands {
                 sources.append(nil)
             }
         }
+        // Looked up last: looking up a source can expire it and move the slots of its shard (the sources' bytes
+        // stay where they are: entries do not move with their slots).
+        let destinationHash = c.hash(2)
+        let destinationShard = db.shard(for: destinationHash)
+        let existing = destinationShard.lookup(a[2], hash: destinationHash, now: c.now)
         guard length > 0 else {
             if let existing {
                 destinationShard.remove(at: existing)
@@ -278,17 +280,36 @@ enum BitCommands {
         // Built apart from the sources: the destination may be one of them.
         var result = [UInt8](repeating: 0, count: length)
         result.withUnsafeMutableBytes { out in
-            for (n, source) in sources.enumerated() {
-                let bytes = source ?? UnsafeRawBufferPointer(start: nil, count: 0)
-                for j in 0..<length {
-                    let byte: UInt8 = j < bytes.count ? bytes[j] : 0
-                    switch operation {
-                    case .not: out[j] = ~byte
-                    case .and: out[j] = n == 0 ? byte : out[j] & byte
-                    case .or: out[j] |= byte
-                    case .xor: out[j] ^= byte
-                    }
+            // Eight bytes at a time: the shards stay locked while this runs.
+            func combine(_ bytes: UnsafeRawBufferPointer, _ op: (UInt64, UInt64) -> UInt64) {
+                var j = 0
+                while j + 8 <= bytes.count {
+                    let word = op(out.loadUnaligned(fromByteOffset: j, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: j, as: UInt64.self))
+                    out.storeBytes(of: word, toByteOffset: j, as: UInt64.self)
+                    j += 8
                 }
+                while j < bytes.count {
+                    out[j] = UInt8(truncatingIfNeeded: op(UInt64(out[j]), UInt64(bytes[j])))
+                    j += 1
+                }
+            }
+            let empty = UnsafeRawBufferPointer(start: nil, count: 0)
+            switch operation {
+            case .not:
+                combine(sources[0] ?? empty) { _, source in ~source }
+                // Past the source's end (none here: the result is as long as the source).
+            case .and:
+                // A missing or shorter source is zeros: the result is zero from the shortest source's end on.
+                let shortest = sources.map { $0?.count ?? 0 }.min() ?? 0
+                guard shortest > 0 else { break }
+                out.baseAddress!.copyMemory(from: sources[0]!.baseAddress!, byteCount: shortest)
+                for source in sources.dropFirst() {
+                    combine(UnsafeRawBufferPointer(rebasing: source![..<shortest])) { $0 & $1 }
+                }
+            case .or:
+                for source in sources { combine(source ?? empty) { $0 | $1 } }
+            case .xor:
+                for source in sources { combine(source ?? empty) { $0 ^ $1 } }
             }
         }
         let stored = result.withUnsafeBytes { bytes in

@@ -70,7 +70,7 @@ package enum CommandExecutor {
         }
         // As Redis: while background saves fail, writes (and PING, so that health checks notice) are refused.
         if !queued, server.refusesWrites,
-            command.flags.contains(.write) || server.commands.commands[index].name == "ping"
+            command.flags.contains(.write) || server.commands.commands[index].originalName == "ping"
         {
             reply.writeRESPError(ReplyError.backgroundSaveFailed)
             return
@@ -143,7 +143,7 @@ package enum CommandExecutor {
         guard !spec.flags.contains(.skipSlowlog) else { return }
         var redacted = Set(redactedArguments(spec, arguments) ?? 0..<0)
         // As Redis: CONFIG SET's password values are not logged.
-        if spec.name == "config" && arguments.count > 3 && arguments.matches(1, "set") {
+        if spec.originalName == "config" && arguments.count > 3 && arguments.matches(1, "set") {
             for j in stride(from: 2, to: arguments.count - 1, by: 2)
             where ConfigCommands.sensitiveParameters.contains(arguments.string(j).lowercased()) {
                 redacted.insert(j + 1)
@@ -259,7 +259,7 @@ package enum CommandExecutor {
         } else if server.keyspace.budget.isOverLimit && !makeRoom(spec, arguments, session: session, server: server, now: now) {
             // Queuing takes memory too: over the limit, Redis queues nothing.
             refusal = "OOM command not allowed when used memory > 'maxmemory'."
-        } else if server.refusesWrites && (command.flags.contains(.write) || spec.name == "ping") {
+        } else if server.refusesWrites && (command.flags.contains(.write) || spec.originalName == "ping") {
             refusal = "\(ReplyError.backgroundSaveFailed)"
         }
         if let refusal {
@@ -333,7 +333,7 @@ package enum CommandExecutor {
 
     /// The arguments MONITOR shows as `(redacted)`: AUTH's credentials and those of HELLO's AUTH option.
     static func redactedArguments(_ spec: CommandSpec, _ arguments: Arguments) -> Range<Int>? {
-        switch spec.name {
+        switch spec.originalName {
         case "auth":
             return 1..<arguments.count
         case "hello":

@@ -54,6 +54,9 @@ package typealias CommandHandler = (inout CommandContext) -> Void
 package struct CommandSpec: Sendable {
     /// Lowercase name (as renamed by `rename-command`).
     package internal(set) var name: String
+    /// Redis's name for the command, whatever `rename-command` made of ``name``: what the server goes by when it
+    /// decides how a command is treated (which arguments are credentials, say).
+    package let originalName: String
     /// Redis's arity: positive = exactly this many arguments (name included), negative = at least -arity.
     package let arity: Int
     package let flags: CommandFlags
@@ -79,6 +82,7 @@ package struct CommandSpec: Sendable {
         handler: @escaping @Sendable (inout CommandContext) -> Void
     ) {
         self.name = name
+        self.originalName = name
         self.arity = arity
         self.flags = flags
         (self.firstKey, self.lastKey, self.keyStep) = keys

@@ -132,6 +132,7 @@ package final class CommandStatistics: Sendable {
     /// A call of the command in `slot` that ran for `nanoseconds`, and whether its reply was an error.
     @inline(__always)
     package func recordCall(slot: Int, nanoseconds: Int, failed: Bool) {
+        guard slot >= 0 else { return }
         let counters = counters[slot]
         Self.bump(counters.calls)
         Self.bump(counters.nanoseconds, by: nanoseconds)

@@ -153,7 +153,11 @@ package final class ServerState: Sendable {
     /// After CONFIG SET maxmemory or maxmemory-policy: measures the heap beyond the dataset now, so that the
     /// new limit holds from the next command instead of from the sweeper's next cycle.
     package func refreshMemoryOverheadIfOwn() {
-        if heapIsOwn.load(ordering: .relaxed) { refreshMemoryOverhead() }
+        guard heapIsOwn.load(ordering: .relaxed) else { return }
+        // The shards' unflushed changes first, or the heap beyond the dataset would count them, as the sweeper
+        // does before it measures.
+        keyspace.flushAccounting()
+        refreshMemoryOverhead()
     }
 
     /// Measures the heap beyond the dataset (the allocator's statistics; tens of microseconds), which

@@ -115,22 +115,19 @@ extension Shard {
     /// `SDS_MAX_PREALLOC`).
     static let growthRoomLimit = 1 << 20
 
-    /// Builds a new value of `count` bytes for the key in slot `index` (or a new key when nil) with
-    /// `fill`, keeping the key's TTL. Returns false when memory could not be allocated.
+    /// Adds `key`, which must be absent, with a value of `count` bytes that `fill` writes (SETRANGE and
+    /// SETBIT on a missing key; an existing value grows with ``growValue(at:hash:to:)``). Returns false when
+    /// memory could not be allocated.
     @discardableResult
-    package func rewriteValue(
+    package func insertValue(
         _ key: UnsafeRawBufferPointer,
         hash: UInt64,
-        existing: Int?,
         count: Int,
         fill: (UnsafeMutableRawBufferPointer) -> Void
     ) -> Bool {
-        let expiry = existing.flatMap { entry(at: $0).expiry }
-        guard let fresh = Entry.allocate(key: key, valueCount: count, expiry: expiry) else { return false }
+        guard let fresh = Entry.allocate(key: key, valueCount: count, expiry: nil) else { return false }
         fill(fresh.mutableValue)
-        if let index = existing {
-            replace(at: index, with: fresh, hash: hash)
-        } else if !insert(fresh, hash: hash) {
+        if !insert(fresh, hash: hash) {
             fresh.deallocate()
             return false
         }

@@ -54,7 +54,7 @@ enum BitCommands {
             // As Redis: a bitmap written by SETBIT is a `raw` string.
             shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
         } else {
-            let stored = shard.rewriteValue(key, hash: hash, existing: nil, count: byte + 1) { out in
+            let stored = shard.insertValue(key, hash: hash, count: byte + 1) { out in
                 out.baseAddress!.initializeMemory(as: UInt8.self, repeating: 0, count: out.count)
             }
             guard stored, let index = shard.find(key, hash: hash) else { return c.error(ReplyError.outOfMemory) }

@@ -40,7 +40,7 @@ package enum CommandExecutor {
             let spec = server.commands.commands[index]
             let sub = spec.subcommandIndex(named: arguments[1])
             slot = sub.map { server.commandStatistics.slot(command: index, subcommand: $0) } ?? -1
-            if !queued { counted = noteSubcommand(index, arguments, session, server) }
+            if !queued { counted = noteSubcommand(sub, of: index, arguments, session, server) }
         }
         guard command.acceptsArgumentCount(arguments.count) else {
             refuse(ReplyError.wrongArity(server.commands.commands[index].name), index, session, server, &reply)
@@ -158,11 +158,10 @@ package enum CommandExecutor {
     /// Records which subcommand of a container command (CLIENT, CONFIG...) a request names, for CLIENT LIST;
     /// whether it is one the container runs (known, with a number of arguments it accepts).
     @inline(never)
-    static func noteSubcommand(_ index: Int, _ arguments: Arguments, _ session: ClientSession, _ server: ServerState)
-        -> Bool
-    {
+    static func noteSubcommand(
+        _ sub: Int?, of index: Int, _ arguments: Arguments, _ session: ClientSession, _ server: ServerState
+    ) -> Bool {
         let spec = server.commands.commands[index]
-        let sub = spec.subcommandIndex(named: arguments[1])
         session.noteSubcommand(sub, of: index)
         return sub.map { spec.subcommands[$0].acceptsArgumentCount(arguments.count) } ?? false
     }

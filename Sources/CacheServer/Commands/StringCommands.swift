@@ -376,7 +376,7 @@ package enum StringCommands {
             fill(out)
             shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
         } else {
-            let stored = shard.rewriteValue(key, hash: hash, existing: nil, count: end, fill: fill)
+            let stored = shard.insertValue(key, hash: hash, count: end, fill: fill)
             guard stored else { return c.error(ReplyError.outOfMemory) }
             // SETRANGE builds a new key's value in place; APPEND stores its argument, encoded by its content.
             if offset != nil { shard.markEncoding(key, hash: hash, Entry.modifiedInPlaceFlag) }

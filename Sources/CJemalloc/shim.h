@@ -7,4 +7,9 @@
 static inline int cached_jemalloc_arena_flags(unsigned arena) {
     return MALLOCX_ARENA(arena) | MALLOCX_TCACHE_NONE;
 }
+
+/// dallocx flags that bypass the thread cache; jemalloc finds the block's arena itself.
+static inline int cached_jemalloc_uncached_flags(void) {
+    return MALLOCX_TCACHE_NONE;
+}
 #endif

@@ -13,7 +13,9 @@ import Darwin
 /// `flags` holds the expiry flag and a 2-bit read count for the default eviction policy; `access` is the
 /// 24-bit stamp of the LRU and LFU policies (see ``Shard/evictOne(now:)``). A 13-byte key with a 100-byte
 /// value takes 119 bytes, which the allocator serves from its 128-byte class.
-/// Entries with an expiry live in an arena of their own (see ``EntryMemory``).
+/// Entries with an expiry live in an arena of their own (see ``EntryMemory``). Entries of at least
+/// ``expiryFieldThreshold`` bytes always have the expiry field (``expirySlotFlag``), so that a TTL added to
+/// or removed from a large value changes a flag instead of copying the value.
 /// An `Entry` is a borrowed view: it is valid only while its shard's lock is held and the entry is in the table.
 public struct Entry {
     @usableFromInline package let base: UnsafeMutableRawPointer
@@ -31,6 +33,15 @@ public struct Entry {
     @usableFromInline package static let modifiedInPlaceFlag: UInt8 = 0x08
     /// Bit 4: the value was written as text that is never given the `int` encoding (INCRBYFLOAT's result).
     @usableFromInline package static let notIntegerFlag: UInt8 = 0x10
+    /// Bit 5: the entry has the 8-byte expiry field whether or not ``hasExpiryFlag`` is set: a large entry,
+    /// which gains or loses a TTL in place (EXPIRE, PERSIST) instead of being copied into a new block.
+    @usableFromInline static let expirySlotFlag: UInt8 = 0x20
+    /// Either flag that puts the expiry field in the entry.
+    @usableFromInline static let expiryFieldFlags: UInt8 = hasExpiryFlag | expirySlotFlag
+    /// Entries of at least this many bytes keep the expiry field even without a TTL. It is jemalloc's
+    /// smallest "large" size class: such blocks have pages of their own, so where they live (the TTL arena or
+    /// not) does not decide which pages their removal frees, and 8 bytes are under 0.05 % of them.
+    @usableFromInline static let expiryFieldThreshold = 16 * 1024
     /// The flags an entry keeps when it is rebuilt under the same key (a TTL added or removed, a value grown):
     /// the read count and the two encoding bits.
     @usableFromInline package static let keptFlags: UInt8 = readCountMask | modifiedInPlaceFlag | notIntegerFlag
@@ -68,6 +79,10 @@ public struct Entry {
     @inlinable @inline(__always)
     package var hasExpiry: Bool { flags & Self.hasExpiryFlag != 0 }
 
+    /// Whether the entry has the 8-byte expiry field (it has a TTL, or it is a large entry).
+    @inlinable @inline(__always)
+    package var hasExpiryField: Bool { flags & Self.expiryFieldFlags != 0 }
+
     /// The offsets of the parts of this entry: (key length, value length, offset of expiry or key).
     @inlinable @inline(__always)
     var layout: (keyCount: Int, valueCount: Int, afterLengths: Int) {
@@ -80,14 +95,14 @@ public struct Entry {
     @inlinable @inline(__always)
     package var key: UnsafeRawBufferPointer {
         let l = layout
-        let start = l.afterLengths + (hasExpiry ? 8 : 0)
+        let start = l.afterLengths + (hasExpiryField ? 8 : 0)
         return UnsafeRawBufferPointer(start: base + start, count: l.keyCount)
     }
 
     @inlinable @inline(__always)
     package var value: UnsafeRawBufferPointer {
         let l = layout
-        let start = l.afterLengths + (hasExpiry ? 8 : 0) + l.keyCount
+        let start = l.afterLengths + (hasExpiryField ? 8 : 0) + l.keyCount
         return UnsafeRawBufferPointer(start: base + start, count: l.valueCount)
     }
 
@@ -111,6 +126,21 @@ public struct Entry {
     package func updateExpiry(_ milliseconds: Int64) {
         precondition(hasExpiry)
         base.storeBytes(of: milliseconds, toByteOffset: layout.afterLengths, as: Int64.self)
+    }
+
+    /// Gives a large entry (one with ``expirySlotFlag``) a TTL, or removes it, in place. Returns false,
+    /// changing nothing, for any other entry: a small one moves to the other arena (see ``EntryMemory``).
+    @inlinable
+    package func setExpiryInPlace(_ milliseconds: Int64?) -> Bool {
+        guard flags & Self.expirySlotFlag != 0 else { return false }
+        if let milliseconds {
+            base.storeBytes(of: milliseconds, toByteOffset: layout.afterLengths, as: Int64.self)
+            flags = flags | Self.hasExpiryFlag
+        } else {
+            base.storeBytes(of: Int64(0), toByteOffset: layout.afterLengths, as: Int64.self)
+            flags = flags & ~Self.hasExpiryFlag
+        }
+        return true
     }
 
     @inlinable @inline(__always)
@@ -168,10 +198,12 @@ public struct Entry {
         return Int(result)
     }
 
-    /// The block size for a key, a value of `valueCount` bytes and an optional expiry.
+    /// The block size for a key, a value of `valueCount` bytes and, when `hasExpiry`, the expiry field
+    /// (which entries of ``expiryFieldThreshold`` bytes or more have in any case).
     @inlinable
     static func size(keyCount: Int, valueCount: Int, hasExpiry: Bool) -> Int {
-        headerSize + varintSize(keyCount) + varintSize(valueCount) + (hasExpiry ? 8 : 0) + keyCount + valueCount
+        let bare = headerSize + varintSize(keyCount) + varintSize(valueCount) + keyCount + valueCount
+        return hasExpiry || bare + 8 >= expiryFieldThreshold ? bare + 8 : bare
     }
 
     /// Allocates an entry whose value bytes are left for the caller to fill (through ``mutableValue``).
@@ -185,14 +217,19 @@ public struct Entry {
         reserve: Int = 0
     ) -> Entry? {
         let total = size(keyCount: key.count, valueCount: valueCount, hasExpiry: expiry != nil)
-        guard let base = EntryMemory.allocate(max(total, reserve), volatile: expiry != nil) else { return nil }
-        base.storeBytes(of: expiry != nil ? hasExpiryFlag : 0, as: UInt8.self)
+        let block = max(total, reserve)
+        guard let base = EntryMemory.allocate(block, volatile: expiry != nil) else { return nil }
+        // A block that is, or may grow to be, large keeps the field (a value grown within it keeps its place).
+        let field = expiry != nil || block >= expiryFieldThreshold
+        base.storeBytes(
+            of: (expiry != nil ? hasExpiryFlag : 0) | (block >= expiryFieldThreshold ? expirySlotFlag : 0),
+            as: UInt8.self)
         Entry(base).access = 0
         var offset = headerSize
         writeVarint(key.count, base, &offset)
         writeVarint(valueCount, base, &offset)
-        if let expiry {
-            base.storeBytes(of: expiry, toByteOffset: offset, as: Int64.self)
+        if field {
+            base.storeBytes(of: expiry ?? 0, toByteOffset: offset, as: Int64.self)
             offset += 8
         }
         if key.count > 0 { (base + offset).copyMemory(from: key.baseAddress!, byteCount: key.count) }
@@ -223,7 +260,7 @@ public struct Entry {
         let lengthOffset = offset
         let valueCount = Self.readVarint(base, &offset)
         guard count >= valueCount, Self.varintSize(count) == Self.varintSize(valueCount),
-            Self.size(keyCount: keyCount, valueCount: count, hasExpiry: hasExpiry) <= allocatedSize
+            Self.size(keyCount: keyCount, valueCount: count, hasExpiry: hasExpiryField) <= allocatedSize
         else { return false }
         offset = lengthOffset
         Self.writeVarint(count, base, &offset)
@@ -238,6 +275,12 @@ public struct Entry {
 
     @inlinable
     package func deallocate() {
-        EntryMemory.free(base, volatile: hasExpiry)
+        let flags = self.flags
+        if flags & Self.expirySlotFlag != 0 {
+            // It may have gained or lost its TTL since it was allocated: jemalloc finds its arena itself.
+            EntryMemory.freeUncached(base)
+        } else {
+            EntryMemory.free(base, volatile: flags & Self.hasExpiryFlag != 0)
+        }
     }
 }

@@ -47,6 +47,13 @@ import Musl
         dallocx(pointer, volatile ? volatileFlags : 0)
     }
 
+    /// Frees an entry whatever arena it came from, bypassing the thread cache (which would hand a block of
+    /// the TTL arena to other allocations): a large entry that gained or lost its TTL in place.
+    @inlinable @inline(__always)
+    package static func freeUncached(_ pointer: UnsafeMutableRawPointer) {
+        dallocx(pointer, cached_jemalloc_uncached_flags())
+    }
+
     /// The bytes the allocator really set aside for `pointer` (its size class).
     @inlinable @inline(__always)
     package static func allocatedSize(_ pointer: UnsafeMutableRawPointer) -> Int {

@@ -31,12 +31,14 @@ extension Shard {
             case .at(let ms): expiry = ms
             }
             // Same shape: overwrite the bytes in place.
-            if entry.value.count == value.count && entry.hasExpiry == (expiry != nil) {
+            if entry.value.count == value.count
+                && (entry.hasExpiry == (expiry != nil) || entry.flags & Entry.expirySlotFlag != 0)
+            {
                 if value.count > 0 {
                     entry.mutableValue.baseAddress!.copyMemory(from: value.baseAddress!, byteCount: value.count)
                 }
                 entry.flags &= ~(Entry.modifiedInPlaceFlag | Entry.notIntegerFlag)
-                if let expiry, expiry != entry.expiry { setExpiry(at: index, to: expiry, hash: hash) }
+                if expiry != entry.expiry { setExpiry(at: index, to: expiry, hash: hash) }
                 changes &+= 1
                 return true
             }

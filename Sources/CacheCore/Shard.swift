@@ -208,8 +208,8 @@ public final class Shard: @unchecked Sendable {
         }
     }
 
-    /// Changes the expiry of the entry in slot `index` (nil removes it), reallocating the entry only when it
-    /// gains or loses its expiry field.
+    /// Changes the expiry of the entry in slot `index` (nil removes it), reallocating the entry only when a
+    /// small entry gains or loses its expiry field (a large one has it in any case).
     package func setExpiry(at index: Int, to expiry: Int64?, hash: UInt64) {
         let entry = Self.unpack(slots![index])
         switch (entry.expiry, expiry) {
@@ -220,6 +220,15 @@ public final class Shard: @unchecked Sendable {
             expirySum += Int128(new) - Int128(old)
             entry.updateExpiry(new)
             registerExpiry(hash: hash, expiry: new)
+        case (nil, let new?) where entry.setExpiryInPlace(new):
+            changes &+= 1
+            expiresCount += 1
+            expirySum += Int128(new)
+            registerExpiry(hash: hash, expiry: new)
+        case (let old?, nil) where entry.setExpiryInPlace(nil):
+            changes &+= 1
+            expiresCount -= 1
+            expirySum -= Int128(old)
         default:
             guard let rebuilt = Entry.make(key: entry.key, value: entry.value, expiry: expiry) else { return }
             rebuilt.flags |= entry.flags & Entry.keptFlags

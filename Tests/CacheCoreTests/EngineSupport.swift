@@ -66,6 +66,11 @@ extension Shard {
         }
     }
 
+    /// The address of `key`'s entry block (to see whether a change moved it), or nil when absent.
+    func blockAddress(_ key: [UInt8]) -> UnsafeMutableRawPointer? {
+        lock.withLock { key.withUnsafeBytes { k in find(k, hash: hashOf(key)).map { entry(at: $0).base } } }
+    }
+
     /// Sets or removes the TTL of an existing `key`; false when the key is absent.
     @discardableResult
     func changeExpiry(_ key: [UInt8], to expiry: Int64?, now: Int64 = start) -> Bool {

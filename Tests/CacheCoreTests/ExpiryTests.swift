@@ -32,6 +32,63 @@ struct ExpiryTests {
         #expect(shard.get(bytes("k")) == bytes("value"))
     }
 
+    @Test("A large value gains, changes and loses its TTL in place: no copy, the same bytes, the same accounting")
+    func largeValueTTLInPlace() {
+        let shard = Shard()
+        var generator = SeededGenerator(seed: 11)
+        let value = (0..<(3 << 20)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        #expect(shard.put(bytes("big"), value))
+        let block = shard.blockAddress(bytes("big"))
+        let used = shard.usedBytes
+        #expect(shard.changeExpiry(bytes("big"), to: start + 1000))
+        #expect(shard.blockAddress(bytes("big")) == block)
+        #expect(shard.storedExpiry(bytes("big")) == .some(start + 1000))
+        #expect(shard.expiresCount == 1)
+        #expect(shard.changeExpiry(bytes("big"), to: start + 2000))
+        #expect(shard.changeExpiry(bytes("big"), to: nil))
+        #expect(shard.blockAddress(bytes("big")) == block)
+        #expect(shard.storedExpiry(bytes("big")) == .some(nil))
+        #expect(shard.expiresCount == 0)
+        #expect(shard.usedBytes - used < 64, "only the expiry index may have grown")
+        // The TTL it had is gone: sweeping past it keeps the key.
+        shard.sweepAll(now: start + 5000)
+        #expect(shard.get(bytes("big"), now: start + 5000) == value)
+        // Given again, it expires: the sweeper reclaims it and the memory it was charged.
+        #expect(shard.changeExpiry(bytes("big"), to: start + 6000))
+        shard.sweepAll(now: start + 6000 + sweepLag + 1)
+        #expect(!shard.holds(bytes("big")))
+        #expect(shard.count == 0 && shard.expiresCount == 0)
+    }
+
+    @Test("Values on both sides of the large-entry threshold keep their bytes and TTL through every change")
+    func aroundLargeThreshold() {
+        let shard = Shard()
+        var generator = SeededGenerator(seed: 12)
+        for count in (16 * 1024 - 40)...(16 * 1024 + 8) {
+            let key = bytes("k\(count)")
+            let value = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            #expect(shard.put(key, value))
+            #expect(shard.changeExpiry(key, to: start + 100))
+            #expect(shard.get(key) == value)
+            #expect(shard.storedExpiry(key) == .some(start + 100))
+            // SET of a value of the same length without a TTL clears it; with one, sets it.
+            let other = value.reversed() as [UInt8]
+            #expect(shard.put(key, other))
+            #expect(shard.storedExpiry(key) == .some(nil))
+            #expect(shard.put(key, value, expiry: start + 300))
+            #expect(shard.storedExpiry(key) == .some(start + 300))
+            #expect(shard.get(key) == value)
+            #expect(shard.changeExpiry(key, to: nil))
+            #expect(shard.get(key) == value && shard.storedExpiry(key) == .some(nil))
+        }
+        #expect(shard.expiresCount == 0)
+        let keys = shard.allKeys
+        for key in keys { #expect(shard.delete(key)) }
+        // What is left charged is the table and the expiry index: every entry's block was counted back.
+        #expect(shard.count == 0)
+        #expect(shard.usedBytes == (shard.tableCapacity + shard.expiryRegistrations) * 8)
+    }
+
     @Test("Overwriting a key with SET semantics replaces or clears its TTL")
     func overwriteChangesTTL() {
         let shard = Shard()

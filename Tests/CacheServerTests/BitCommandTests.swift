@@ -14,14 +14,9 @@ struct BitCommandTests {
         h.run("SETBIT", "b", "3", "1")
         for (command, changes) in [(["SETBIT", "b", "3", "1"], false), (["SETBIT", "b", "4", "0"], false),
                                    (["SETBIT", "b", "4", "1"], true), (["SETBIT", "b", "40", "0"], true)] {
-            let before = h.server.keyspace.totalChanges
-            #expect(h.run("WATCH", "b") == .ok)
-            h.run(command.map { Array($0.utf8) }, as: writer)
-            #expect(h.run("MULTI") == .ok)
-            h.run("PING")
-            let exec = h.run("EXEC")
-            #expect((exec == .nullArray) == changes, "\(command)")
-            #expect((h.server.keyspace.totalChanges != before) == changes, "\(command)")
+            let seen = h.changeSeen(watching: "b", run: command, as: writer)
+            #expect(seen.aborted == changes, "\(command)")
+            #expect(seen.counted == changes, "\(command)")
         }
         #expect(h.run("STRLEN", "b") == .integer(6))
     }

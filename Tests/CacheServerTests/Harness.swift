@@ -222,3 +222,19 @@ extension Harness {
         return (keys, calls)
     }
 }
+
+extension Harness {
+    /// Runs `command` as `writer` while the harness's own client WATCHes `key`, then runs an empty transaction:
+    /// whether the command aborted it (a write to `key`) and whether it counted as a change for the save points.
+    func changeSeen(watching key: String, run command: [String], as writer: ClientSession)
+        -> (aborted: Bool, counted: Bool)
+    {
+        let before = server.keyspace.totalChanges
+        _ = run("WATCH", key)
+        run(command.map { Array($0.utf8) }, as: writer)
+        _ = run("MULTI")
+        run("PING")
+        let exec = run("EXEC")
+        return (exec == .nullArray, server.keyspace.totalChanges != before)
+    }
+}

@@ -108,6 +108,14 @@ package enum CommandRegistry {
         CommandSpec("bitop", arity: -4, flags: [.write, .denyoom], keys: (2, -1, 1), categories: ["write", "bitmap", "slow"],
                     group: "bitmap", since: "2.6.0", summary: "Perform bitwise operations between strings",
                     complexity: "O(N)", handler: B.bitop),
+        CommandSpec("bitfield", arity: -2, flags: [.write, .denyoom], keys: (1, 1, 1),
+                    categories: ["write", "bitmap", "slow"], group: "bitmap", since: "3.2.0",
+                    summary: "Perform arbitrary bitfield integer operations on strings",
+                    complexity: "O(1) for each subcommand specified", handler: BitFieldCommands.bitfield),
+        CommandSpec("bitfield_ro", arity: -2, flags: readFast, keys: (1, 1, 1),
+                    categories: ["read", "bitmap", "fast"], group: "bitmap", since: "6.0.0",
+                    summary: "Perform arbitrary bitfield integer operations on strings. Read-only variant of BITFIELD",
+                    complexity: "O(1) for each subcommand specified", handler: BitFieldCommands.bitfieldReadOnly),
     ]
 
     static let keys: [CommandSpec] = [

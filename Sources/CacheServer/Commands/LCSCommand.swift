@@ -1,0 +1,204 @@
+import CacheCore
+import RESP
+
+/// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: the longest common subsequence of two strings
+/// (a missing key is the empty string), by the textbook dynamic programme over a table of
+/// (length1 + 1) × (length2 + 1) cells. Where several subsequences are longest, the one given, and its
+/// ranges, are those Redis gives: the table is walked back from its end, a match taken whenever the bytes
+/// agree, otherwise a step back in the first string when that keeps a longer subsequence, else in the second.
+package enum LCSCommand {
+    /// A run of matched bytes: positions in the first and in the second string, inclusive.
+    package struct Range: Equatable {
+        package var firstStart: Int
+        package var firstEnd: Int
+        package var secondStart: Int
+        package var secondEnd: Int
+        package var length: Int { firstEnd - firstStart + 1 }
+
+        package init(firstStart: Int, firstEnd: Int, secondStart: Int, secondEnd: Int) {
+            (self.firstStart, self.firstEnd, self.secondStart, self.secondEnd) = (firstStart, firstEnd, secondStart, secondEnd)
+        }
+    }
+
+    static func lcs(_ c: inout CommandContext) {
+        // Both values are read first (a hit or a miss each, as Redis counts them), at one moment, and copied
+        // out: the computation runs without holding any lock.
+        let (first, second) = values(&c)
+        var wantLength = false
+        var wantIndexes = false
+        var withMatchLength = false
+        var minimumMatch = 0
+        var i = 3
+        let a = c.arguments
+        while i < a.count {
+            if a.matches(i, "idx") {
+                wantIndexes = true
+            } else if a.matches(i, "len") {
+                wantLength = true
+            } else if a.matches(i, "withmatchlen") {
+                withMatchLength = true
+            } else if a.matches(i, "minmatchlen") && i + 1 < a.count {
+                guard let given = c.integerArgument(i + 1) else { return }
+                minimumMatch = max(0, given)
+                i += 1
+            } else {
+                return c.error(ReplyError.syntax)
+            }
+            i += 1
+        }
+        if wantIndexes && wantLength {
+            return c.error("ERR If you want both the length and indexes, please just use IDX.")
+        }
+        if first.count >= Int(UInt32.max) - 1 || second.count >= Int(UInt32.max) - 1 {
+            return c.error("ERR String too long for LCS")
+        }
+        // Redis refuses a table larger than proto-max-bulk-len bytes (4 bytes a cell), whatever is asked.
+        let (cells, overflow) = (first.count + 1).multipliedReportingOverflow(by: second.count + 1)
+        guard !overflow, cells <= c.server.config.protoMaxBulkLength / 4 else {
+            return c.error("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len")
+        }
+        if wantLength && !wantIndexes {
+            return c.integer(length(first, second))
+        }
+        // A subsequence is no longer than the shorter string: when that fits 16 bits, so does every cell, and
+        // the table takes half the memory (and the time spent filling it, which is mostly memory traffic).
+        let (common, ranges) =
+            min(first.count, second.count) < Int(UInt16.max)
+            ? Table<UInt16>(first, second).walkBack(minimumMatch: minimumMatch)
+            : Table<UInt32>(first, second).walkBack(minimumMatch: minimumMatch)
+        guard wantIndexes else {
+            return common.withUnsafeBytes { c.bulk($0) }
+        }
+        c.reply.writeRESPMapHeader(2, c.version)
+        c.bulk("matches")
+        c.arrayHeader(ranges.count)
+        for range in ranges {
+            c.arrayHeader(withMatchLength ? 3 : 2)
+            c.arrayHeader(2)
+            c.integer(range.firstStart)
+            c.integer(range.firstEnd)
+            c.arrayHeader(2)
+            c.integer(range.secondStart)
+            c.integer(range.secondEnd)
+            if withMatchLength { c.integer(range.length) }
+        }
+        c.bulk("len")
+        c.integer(common.count)
+    }
+
+    /// Copies of the values of the keys in arguments 1 and 2 (empty when missing), read under their shards'
+    /// locks, taken together.
+    private static func values(_ c: inout CommandContext) -> ([UInt8], [UInt8]) {
+        let db = c.database
+        var shards = ShardSet()
+        shards.insert(Database.shardIndex(for: c.hash(1)))
+        shards.insert(Database.shardIndex(for: c.hash(2)))
+        shards.lock(in: db)
+        defer { shards.unlock(in: db) }
+        func read(_ index: Int) -> [UInt8] {
+            let hash = c.hash(index)
+            let shard = db.shard(for: hash)
+            guard let slot = shard.lookup(c.arguments[index], hash: hash, now: c.now) else {
+                shard.countMiss()
+                return []
+            }
+            shard.countHit()
+            c.read(shard, slot)
+            return Array(shard.entry(at: slot).value)
+        }
+        let first = read(1)
+        return (first, read(2))
+    }
+
+    /// The length of the longest common subsequence, with two rows of the table instead of all of it.
+    package static func length(_ first: [UInt8], _ second: [UInt8]) -> Int {
+        guard !first.isEmpty && !second.isEmpty else { return 0 }
+        var previous = [UInt32](repeating: 0, count: second.count + 1)
+        var current = previous
+        first.withUnsafeBufferPointer { a in
+            second.withUnsafeBufferPointer { b in
+                for x in a {
+                    previous.withUnsafeBufferPointer { up in
+                        current.withUnsafeMutableBufferPointer { row in
+                            for j in 1...b.count {
+                                row[j] = x == b[j - 1] ? up[j - 1] + 1 : max(up[j], row[j - 1])
+                            }
+                        }
+                    }
+                    swap(&previous, &current)
+                }
+            }
+        }
+        return Int(previous[second.count])
+    }
+
+    /// The whole table: cell (i, j) holds the length of the longest common subsequence of the first i bytes of
+    /// the first string and the first j of the second.
+    package struct Table<Cell: FixedWidthInteger & UnsignedInteger> {
+        let first: [UInt8]
+        let second: [UInt8]
+        let width: Int
+        var cells: [Cell]
+
+        package init(_ first: [UInt8], _ second: [UInt8]) {
+            self.first = first
+            self.second = second
+            width = second.count + 1
+            cells = [Cell](repeating: 0, count: (first.count + 1) * width)
+            let width = self.width
+            first.withUnsafeBufferPointer { a in
+                second.withUnsafeBufferPointer { b in
+                    cells.withUnsafeMutableBufferPointer { t in
+                        guard !a.isEmpty && !b.isEmpty else { return }
+                        for i in 1...a.count {
+                            let row = i * width
+                            let up = row - width
+                            for j in 1...b.count {
+                                t[row + j] = a[i - 1] == b[j - 1] ? t[up + j - 1] + 1 : max(t[up + j], t[row + j - 1])
+                            }
+                        }
+                    }
+                }
+            }
+        }
+
+        func cell(_ i: Int, _ j: Int) -> Cell { cells[i * width + j] }
+
+        /// The subsequence, and its runs of contiguous matches from the last to the first, those shorter than
+        /// `minimumMatch` left out.
+        package func walkBack(minimumMatch: Int) -> (common: [UInt8], ranges: [Range]) {
+            var i = first.count
+            var j = second.count
+            var common = [UInt8](repeating: 0, count: Int(cell(i, j)))
+            var filled = common.count
+            var ranges: [Range] = []
+            var run: Range?
+            func close() {
+                if let r = run, minimumMatch == 0 || r.length >= minimumMatch { ranges.append(r) }
+                run = nil
+            }
+            while i > 0 && j > 0 {
+                if first[i - 1] == second[j - 1] {
+                    filled -= 1
+                    common[filled] = first[i - 1]
+                    i -= 1
+                    j -= 1
+                    if var r = run, r.firstStart == i + 1, r.secondStart == j + 1 {
+                        r.firstStart = i
+                        r.secondStart = j
+                        run = r
+                    } else {
+                        close()
+                        run = Range(firstStart: i, firstEnd: i, secondStart: j, secondEnd: j)
+                    }
+                    // A run that reached the start of either string is complete.
+                    if i == 0 || j == 0 { close() }
+                } else {
+                    if cell(i - 1, j) > cell(i, j - 1) { i -= 1 } else { j -= 1 }
+                    close()
+                }
+            }
+            return (common, ranges)
+        }
+    }
+}

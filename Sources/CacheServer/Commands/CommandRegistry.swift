@@ -123,6 +123,16 @@ package enum CommandRegistry {
     ]
 
     static let keys: [CommandSpec] = [
+        CommandSpec("dump", arity: 2, flags: [.readonly], keys: (1, 1, 1), categories: ["keyspace", "read", "slow"],
+                    group: "generic", since: "2.6.0",
+                    summary: "Return a serialized version of the value stored at the specified key.",
+                    complexity: "O(1) to access the key and additional O(N*M) to serialize it, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1).",
+                    handler: DumpCommands.dump),
+        CommandSpec("restore", arity: -4, flags: [.write, .denyoom], keys: (1, 1, 1),
+                    categories: ["keyspace", "write", "slow", "dangerous"], group: "generic", since: "2.6.0",
+                    summary: "Create a key using the provided serialized value, previously obtained using DUMP.",
+                    complexity: "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because inserting values into sorted sets is O(log(N)).",
+                    handler: DumpCommands.restore),
         CommandSpec("object", arity: -2, flags: [], categories: ["slow"], group: "generic", since: "2.2.3",
                     summary: "A container for object introspection commands", complexity: "Depends on subcommand.",
                     subcommands: [

@@ -11,6 +11,7 @@ package enum ReplyError {
     package static let dbIndexOutOfRange: StaticString = "ERR DB index is out of range"
     package static let invalidDBIndex: StaticString = "ERR invalid DB index"
     package static let sameObject: StaticString = "ERR source and destination objects are the same"
+    package static let busyKey: StaticString = "BUSYKEY Target key name already exists."
     package static let wrongType: StaticString = "WRONGTYPE Operation against a key holding the wrong kind of value"
     package static let stringTooLong: StaticString = "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
     package static let outOfMemory: StaticString = "OOM command not allowed when used memory > 'maxmemory'."

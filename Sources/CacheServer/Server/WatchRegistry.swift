@@ -109,7 +109,8 @@ private final class WatchBuckets: @unchecked Sendable {
 
     /// Counts a key watched (`delta` 1) or no longer watched (-1); with the registry's lock held.
     func add(_ name: [UInt8], _ delta: Int) {
-        name.withUnsafeBytes { counts[Self.bucket($0)].add(delta, ordering: .relaxed) }
+        let bucket = name.withUnsafeBytes { Self.bucket($0) }
+        counts[bucket].add(delta, ordering: .relaxed)
     }
 }
 

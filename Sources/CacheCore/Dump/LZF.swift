@@ -1,0 +1,49 @@
+/// Decompression of LZF, the compression Redis applies to strings of more than 20 bytes in RDB files and DUMP
+/// payloads. A stream is a series of runs, each introduced by a control byte `c`:
+///
+/// - `c < 32`: `c + 1` literal bytes follow;
+/// - otherwise a back reference: length `c >> 5` (7 means a further byte is added to it), plus 2; distance
+///   `(c & 31) << 8` plus the next byte, plus 1, back from the end of what was produced so far (the copy may
+///   overlap what it produces, as for a run of one repeated byte).
+package enum LZF {
+    /// The most bytes one input byte can stand for: a 3-byte back reference of the longest length (264 bytes).
+    package static let maximumExpansion = 88
+
+    /// `input` decompressed, when it produces exactly `count` bytes; nil for a malformed stream or another
+    /// length.
+    package static func decompress(_ input: UnsafeRawBufferPointer, count: Int) -> [UInt8]? {
+        guard count >= 0, count <= input.count * maximumExpansion else { return nil }
+        var output = [UInt8](repeating: 0, count: count)
+        let produced = output.withUnsafeMutableBufferPointer { out -> Int? in
+            var i = 0
+            var o = 0
+            while i < input.count {
+                let control = Int(input[i])
+                i += 1
+                if control < 32 {
+                    let length = control + 1
+                    guard i + length <= input.count, o + length <= count else { return nil }
+                    for k in 0..<length { out[o + k] = input[i + k] }
+                    i += length
+                    o += length
+                } else {
+                    var length = control >> 5
+                    if length == 7 {
+                        guard i < input.count else { return nil }
+                        length += Int(input[i])
+                        i += 1
+                    }
+                    length += 2
+                    guard i < input.count else { return nil }
+                    let distance = ((control & 31) << 8) + Int(input[i]) + 1
+                    i += 1
+                    guard distance <= o, o + length <= count else { return nil }
+                    for k in 0..<length { out[o + k] = out[o - distance + k] }
+                    o += length
+                }
+            }
+            return o
+        }
+        return produced == count ? output : nil
+    }
+}

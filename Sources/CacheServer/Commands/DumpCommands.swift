@@ -1,0 +1,94 @@
+import CacheCore
+import RESP
+
+/// DUMP and RESTORE: a value serialized in Redis's format (``DumpPayload``), so that keys move between this
+/// server and Redis either way (`redis-cli --pipe` of RESTOREs, a client's DUMP in one and RESTORE in the other).
+enum DumpCommands {
+    /// DUMP key: the serialized value, or null when the key is missing.
+    static func dump(_ c: inout CommandContext) {
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        let found = shard.lookup(c.arguments[1], hash: hash, now: c.now)
+        shard.countLookup(found: found != nil)
+        guard let index = found else {
+            shard.lock.unlock()
+            return c.null()
+        }
+        c.read(shard, index)
+        let payload = DumpPayload.encode(shard.entry(at: index).value)
+        shard.lock.unlock()
+        payload.withUnsafeBytes { c.bulk($0) }
+    }
+
+    /// RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]: creates the key
+    /// from a DUMP payload, with a TTL in milliseconds (0 for none; a Unix time in milliseconds with ABSTTL).
+    static func restore(_ c: inout CommandContext) {
+        let a = c.arguments
+        var replace = false
+        var absolute = false
+        var idle: Int?
+        var frequency: Int?
+        var j = 4
+        // Checked in Redis's order: the options, the key, the TTL, the payload.
+        while j < a.count {
+            let more = j + 1 < a.count
+            if a.matches(j, "replace") {
+                replace = true
+            } else if a.matches(j, "absttl") {
+                absolute = true
+            } else if a.matches(j, "idletime") && more && frequency == nil {
+                guard let seconds = c.integerArgument(j + 1) else { return }
+                guard seconds >= 0 else { return c.error("ERR Invalid IDLETIME value, must be >= 0") }
+                idle = seconds
+                j += 1
+            } else if a.matches(j, "freq") && more && idle == nil {
+                guard let count = c.integerArgument(j + 1) else { return }
+                guard count >= 0 && count <= 255 else {
+                    return c.error("ERR Invalid FREQ value, must be >= 0 and <= 255")
+                }
+                frequency = count
+                j += 1
+            } else {
+                return c.error(ReplyError.syntax)
+            }
+            j += 1
+        }
+        let key = a[1]
+        let hash = c.hash(1)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        defer { shard.lock.unlock() }
+        let existing = shard.lookup(key, hash: hash, now: c.now)
+        if existing != nil && !replace { return c.error(ReplyError.busyKey) }
+        guard var ttl = c.integerArgument(2) else { return }
+        guard ttl >= 0 else { return c.error("ERR Invalid TTL value, must be >= 0") }
+        let value: [UInt8]
+        switch DumpPayload.decode(a[3], limit: c.server.config.protoMaxBulkLength) {
+        case .success(let decoded):
+            value = decoded
+        case .failure(.versionOrChecksum):
+            return c.error("ERR DUMP payload version or checksum are wrong")
+        case .failure(.badFormat):
+            return c.error("ERR Bad data format")
+        case .failure(.notAString(let type)):
+            return c.error("ERR Bad data format: the payload holds a value of RDB type \(type), and this server stores strings only")
+        }
+        if ttl != 0 && !absolute { ttl = ttl &+ Int(c.now) }
+        if let existing { shard.remove(at: existing) }
+        // A time already past: the key is not created (and one replaced is gone).
+        if ttl != 0 && ttl <= Int(c.now) {
+            if existing != nil { c.keyModified(1) }
+            return c.ok()
+        }
+        let stored = value.withUnsafeBytes { bytes in
+            shard.setValue(key, hash: hash, value: bytes, ttl: ttl != 0 ? .at(Int64(ttl)) : .clear, existing: nil)
+        }
+        guard stored else { return c.error(ReplyError.outOfMemory) }
+        if idle != nil || frequency != nil, let index = shard.find(key, hash: hash) {
+            shard.restoreAccess(index, idleSeconds: idle, frequency: frequency, now: c.now)
+        }
+        c.keyModified(1)
+        c.ok()
+    }
+}

@@ -39,9 +39,10 @@ public struct Entry {
     /// Either flag that puts the expiry field in the entry.
     @usableFromInline static let expiryFieldFlags: UInt8 = hasExpiryFlag | expirySlotFlag
     /// Entries of at least this many bytes keep the expiry field even without a TTL. It is jemalloc's
-    /// smallest "large" size class: such blocks have pages of their own, so where they live (the TTL arena or
-    /// not) does not decide which pages their removal frees, and 8 bytes are under 0.05 % of them.
-    @usableFromInline static let expiryFieldThreshold = 16 * 1024
+    /// smallest "large" size class (16 KiB with 4 KiB pages): such blocks have pages of their own, so where
+    /// they live (the TTL arena or not) does not decide which pages their removal frees, and 8 bytes are
+    /// under 0.05 % of them.
+    @usableFromInline static let expiryFieldThreshold = EntryMemory.smallestLargeSize
     /// The flags an entry keeps when it is rebuilt under the same key (a TTL added or removed, a value grown):
     /// the read count and the two encoding bits.
     @usableFromInline package static let keptFlags: UInt8 = readCountMask | modifiedInPlaceFlag | notIntegerFlag

@@ -28,6 +28,14 @@ import Musl
         UInt32((volatileFlags >> 20) - 1)
     }()
 
+    /// jemalloc's smallest size class of blocks with pages of their own ("large" extents): four pages.
+    @usableFromInline static let smallestLargeSize: Int = {
+        var size = 0
+        var length = MemoryLayout<Int>.size
+        guard mallctl("arenas.lextent.0.size", &size, &length, nil, 0) == 0, size > 0 else { return 16 * 1024 }
+        return size
+    }()
+
     /// Allocates `size` bytes, in the TTL arena when `volatile`. Nil when memory is exhausted.
     ///
     /// The result is 16-byte aligned, as table slots require: jemalloc aligns each allocation to its size

@@ -46,11 +46,14 @@ extension Shard {
         return ((Int64(elapsed) << Self.lruUnitShift) + 500) / 1000
     }
 
-    /// Gives the entry in slot `index` the access history RESTORE's IDLETIME or FREQ asks for, as Redis does:
-    /// under an LFU policy the counter `frequency` (0-255), under any other a last access `idleSeconds` ago
-    /// (at most about 24.8 days, the span of the stamp). A value the policy does not use changes nothing.
+    /// Gives the entry in slot `index` the access history of a key just created (RESTORE, which may have
+    /// written over an older one) and then what RESTORE's IDLETIME or FREQ asks for, as Redis does: under an
+    /// LFU policy the counter `frequency` (0-255), under any other a last access `idleSeconds` ago (at most
+    /// about 24.8 days, the span of the stamp). A value the policy does not use changes nothing.
     package func restoreAccess(_ index: Int, idleSeconds: Int?, frequency: Int?, now: Int64) {
         let e = entry(at: index)
+        e.readCount = 0
+        stampNew(e)
         if budget.policy.tracksFrequency {
             if let frequency { e.access = Self.lfuMinutes(now) << 8 | UInt32(min(255, max(0, frequency))) }
         } else if let idleSeconds {

@@ -6,8 +6,8 @@ import Testing
 @Suite("LCS")
 struct LCSCommandTests {
     @Test("The subsequence of Redis's documented example, its runs, and its length by two rows of the table")
-    func documentedExample() {
-        let (common, ranges) = LCSCommand.Table<UInt16>(Array("ohmytext".utf8), Array("mynewtext".utf8))
+    func documentedExample() throws {
+        let (common, ranges) = try #require(LCSCommand.Table<UInt16>(Array("ohmytext".utf8), Array("mynewtext".utf8)))
             .walkBack(minimumMatch: 0)
         #expect(String(decoding: common, as: UTF8.self) == "mytext")
         #expect(ranges == [
@@ -18,7 +18,7 @@ struct LCSCommandTests {
     }
 
     @Test("16- and 32-bit tables and the two-row length agree; the subsequence is common to both strings")
-    func cellWidthsAgree() {
+    func cellWidthsAgree() throws {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<300 {
             let alphabet = [UInt8](Array("abcd".utf8).prefix(Int.random(in: 1...4, using: &generator)))
@@ -26,8 +26,8 @@ struct LCSCommandTests {
                 (0..<Int.random(in: 0...60, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
             }
             let (a, b) = (string(), string())
-            let narrow = LCSCommand.Table<UInt16>(a, b).walkBack(minimumMatch: 2)
-            let wide = LCSCommand.Table<UInt32>(a, b).walkBack(minimumMatch: 2)
+            let narrow = try #require(LCSCommand.Table<UInt16>(a, b)).walkBack(minimumMatch: 2)
+            let wide = try #require(LCSCommand.Table<UInt32>(a, b)).walkBack(minimumMatch: 2)
             #expect(narrow.common == wide.common && narrow.ranges == wide.ranges)
             #expect(LCSCommand.length(a, b) == narrow.common.count)
             #expect(isSubsequence(narrow.common, of: a) && isSubsequence(narrow.common, of: b))

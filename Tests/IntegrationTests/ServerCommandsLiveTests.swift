@@ -441,4 +441,50 @@ struct ServerCommandsLiveTests {
         #expect(map["group"] == .bulk("string"))
         #expect(map["complexity"] == .bulk("O(1)"))
     }
+
+    // MARK: latency tracking
+
+    @Test("LATENCY HISTOGRAM and INFO latencystats: calls, Redis's bucket labels, percentiles in microseconds", arguments: kinds)
+    func latencyHistogram(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let connection = try server.connect()
+        _ = try connection.command("CONFIG", "RESETSTAT")
+        for i in 0..<40 { _ = try connection.command("SET", "k\(i)", "v") }
+        guard case .array(let reply) = try connection.command("LATENCY", "HISTOGRAM", "set", "nosuch") else {
+            Issue.record("LATENCY HISTOGRAM is not an array")
+            return
+        }
+        #expect(reply.count == 2 && reply[0] == .bulk(Array("set".utf8)))
+        guard reply.count == 2, case .array(let fields) = reply[1], fields.count == 4,
+            case .array(let rows) = fields[3]
+        else {
+            Issue.record("set's histogram: \(reply)")
+            return
+        }
+        #expect(fields[0] == .bulk(Array("calls".utf8)) && fields[1] == .integer(40))
+        #expect(fields[2] == .bulk(Array("histogram_usec".utf8)))
+        let labels = Set([1, 2, 4, 8, 16, 33, 66, 132, 264, 528, 1056, 2113, 4227, 8454, 16908, 33816, 67633])
+        var previous: Int64 = 0
+        for pair in stride(from: 0, to: rows.count - 1, by: 2) {
+            guard case .integer(let label) = rows[pair], case .integer(let calls) = rows[pair + 1] else {
+                Issue.record("row \(pair / 2): \(rows[pair]), \(rows[pair + 1])")
+                continue
+            }
+            #expect(labels.contains(Int(label)), "label \(label)")
+            #expect(calls > previous)
+            previous = calls
+        }
+        #expect(previous == 40)
+
+        let text = try #require(try connection.command("INFO", "latencystats").text)
+        #expect(text.hasPrefix("# Latencystats\r\n"))
+        let line = try #require(text.split(separator: "\r\n").first { $0.hasPrefix("latency_percentiles_usec_set:") })
+        let values = line.dropFirst("latency_percentiles_usec_set:".count).split(separator: ",")
+        #expect(values.map { $0.split(separator: "=")[0] } == ["p50", "p99", "p99.9"])
+        for value in values {
+            let number = String(value.split(separator: "=")[1])
+            #expect(Double(number) != nil && number.split(separator: ".").last?.count == 3, "\(value)")
+        }
+    }
 }

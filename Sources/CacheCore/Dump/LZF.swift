@@ -13,37 +13,39 @@ package enum LZF {
     /// length.
     package static func decompress(_ input: UnsafeRawBufferPointer, count: Int) -> [UInt8]? {
         guard count >= 0, count <= input.count * maximumExpansion else { return nil }
-        var output = [UInt8](repeating: 0, count: count)
-        let produced = output.withUnsafeMutableBufferPointer { out -> Int? in
-            var i = 0
-            var o = 0
-            while i < input.count {
-                let control = Int(input[i])
-                i += 1
-                if control < 32 {
-                    let length = control + 1
-                    guard i + length <= input.count, o + length <= count else { return nil }
-                    for k in 0..<length { out[o + k] = input[i + k] }
-                    i += length
-                    o += length
-                } else {
-                    var length = control >> 5
-                    if length == 7 {
-                        guard i < input.count else { return nil }
-                        length += Int(input[i])
-                        i += 1
-                    }
-                    length += 2
+        // Grown as bytes are produced, not allocated at the announced length first: a stream that breaks off
+        // early costs only what it produced.
+        var out: [UInt8] = []
+        out.reserveCapacity(min(count, input.count * 4))
+        var i = 0
+        while i < input.count {
+            let control = Int(input[i])
+            i += 1
+            if control < 32 {
+                let length = control + 1
+                guard i + length <= input.count, out.count + length <= count else { return nil }
+                out.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i..<i + length]))
+                i += length
+            } else {
+                var length = control >> 5
+                if length == 7 {
                     guard i < input.count else { return nil }
-                    let distance = ((control & 31) << 8) + Int(input[i]) + 1
+                    length += Int(input[i])
                     i += 1
-                    guard distance <= o, o + length <= count else { return nil }
-                    for k in 0..<length { out[o + k] = out[o - distance + k] }
-                    o += length
+                }
+                length += 2
+                guard i < input.count else { return nil }
+                let distance = ((control & 31) << 8) + Int(input[i]) + 1
+                i += 1
+                guard distance <= out.count, out.count + length <= count else { return nil }
+                // Byte by byte: the copy may overlap what it produces.
+                var from = out.count - distance
+                for _ in 0..<length {
+                    out.append(out[from])
+                    from += 1
                 }
             }
-            return o
         }
-        return produced == count ? output : nil
+        return out.count == count ? out : nil
     }
 }

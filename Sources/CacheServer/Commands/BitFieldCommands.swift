@@ -61,7 +61,7 @@ enum BitFieldCommands {
             return
         }
         if readOnly { return c.error("ERR BITFIELD_RO only supports the GET subcommand") }
-        let bytesNeeded = (bitsNeeded + 7) >> 3
+        let bytesNeeded = (bitsNeeded - 1) >> 3 + 1  // (bitsNeeded + 7) >> 3 without overflow near Int.max
         let value: UnsafeMutableRawBufferPointer
         var grew = false
         if let index = shard.lookup(key, hash: hash, now: c.now) {

@@ -107,7 +107,7 @@ package enum CommandExecutor {
         let statistics = session.statistics ?? server.commandStatistics.unbound
         let failed = reply.writerIndex > replyStart && reply.getInteger(at: replyStart, as: UInt8.self) == UInt8(ascii: "-")
         if ranFor >= 0 {
-            statistics.recordCall(slot: slot, nanoseconds: ranFor, failed: failed)
+            statistics.recordCall(slot: slot, nanoseconds: ranFor, failed: failed, timed: server.latencyTracking)
             if server.slowLog.isSlow(nanoseconds: ranFor) { logSlow(arguments, nanoseconds: ranFor, session, server) }
             if server.latency.isSample(nanoseconds: ranFor) { sampleLatency(arguments, nanoseconds: ranFor, server) }
         } else if failed && slot >= 0 {

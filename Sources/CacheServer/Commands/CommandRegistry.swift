@@ -316,6 +316,7 @@ package enum CommandRegistry {
                         ("reset", -2, "Reset latency data for one or more events."),
                         ("latest", 2, "Return the latest latency samples for all events."),
                         ("history", 3, "Return timestamp-latency samples for the event."),
+                        ("histogram", -2, "Return the cumulative distribution of latencies of a subset of commands or all."),
                     ].map { name, arity, summary in
                         introspection(name, arity: arity, flags: [.admin, .noscript, .loading, .stale],
                                       categories: ["admin", "slow", "dangerous"], group: "server", since: "2.8.13",

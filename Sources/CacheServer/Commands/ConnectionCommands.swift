@@ -250,7 +250,7 @@ package enum ConnectionCommands {
             "object": ["encoding", "freq", "idletime", "refcount", "help"],
             "memory": ["usage", "doctor", "malloc-stats", "purge", "help"],
             "slowlog": ["get", "len", "reset", "help"],
-            "latency": ["doctor", "reset", "latest", "history", "help"],
+            "latency": ["doctor", "reset", "latest", "history", "histogram", "help"],
         ]
         if known[command]?.contains(sub) == true {
             c.error(ReplyError.wrongArity("\(command)|\(sub)"))

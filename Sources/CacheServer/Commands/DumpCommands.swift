@@ -54,6 +54,9 @@ enum DumpCommands {
             }
             j += 1
         }
+        // The payload is checked and decoded before the key's shard is locked (a checksum over a large value
+        // takes a while); its errors come after the key's and the TTL's, as in Redis.
+        let decoded = DumpPayload.decode(a[3], limit: c.server.config.protoMaxBulkLength)
         let key = a[1]
         let hash = c.hash(1)
         let shard = c.database.shard(for: hash)
@@ -64,9 +67,9 @@ enum DumpCommands {
         guard var ttl = c.integerArgument(2) else { return }
         guard ttl >= 0 else { return c.error("ERR Invalid TTL value, must be >= 0") }
         let value: [UInt8]
-        switch DumpPayload.decode(a[3], limit: c.server.config.protoMaxBulkLength) {
-        case .success(let decoded):
-            value = decoded
+        switch decoded {
+        case .success(let bytes):
+            value = bytes
         case .failure(.versionOrChecksum):
             return c.error("ERR DUMP payload version or checksum are wrong")
         case .failure(.badFormat):
@@ -75,19 +78,21 @@ enum DumpCommands {
             return c.error("ERR Bad data format: the payload holds a value of RDB type \(type), and this server stores strings only")
         }
         if ttl != 0 && !absolute { ttl = ttl &+ Int(c.now) }
-        if let existing { shard.remove(at: existing) }
         // A time already past: the key is not created (and one replaced is gone).
         if ttl != 0 && ttl <= Int(c.now) {
-            if existing != nil { c.keyModified(1) }
+            if let existing {
+                shard.remove(at: existing)
+                c.keyModified(1)
+            }
             return c.ok()
         }
+        // Written over a replaced key in one step, so that a failed allocation leaves it as it was.
         let stored = value.withUnsafeBytes { bytes in
-            shard.setValue(key, hash: hash, value: bytes, ttl: ttl != 0 ? .at(Int64(ttl)) : .clear, existing: nil)
+            shard.setValue(key, hash: hash, value: bytes, ttl: ttl != 0 ? .at(Int64(ttl)) : .clear, existing: existing)
         }
-        guard stored else { return c.error(ReplyError.outOfMemory) }
-        if idle != nil || frequency != nil, let index = shard.find(key, hash: hash) {
-            shard.restoreAccess(index, idleSeconds: idle, frequency: frequency, now: c.now)
-        }
+        guard stored, let index = shard.find(key, hash: hash) else { return c.error(ReplyError.outOfMemory) }
+        // A new key as far as eviction goes, with the access history asked for.
+        shard.restoreAccess(index, idleSeconds: idle, frequency: frequency, now: c.now)
         c.keyModified(1)
         c.ok()
     }

@@ -181,6 +181,8 @@ enum IntrospectionCommands {
             }
         } else if a.matches(1, "reset") {
             c.integer(monitor.reset((2..<max(2, a.count)).map { a.string($0) }))
+        } else if a.matches(1, "histogram") {
+            latencyHistogram(&c)
         } else if a.matches(1, "doctor") && a.count == 2 {
             c.reply.writeRESPVerbatim(latencyReport(c.server), c.version)
         } else if a.matches(1, "help") && a.count == 2 {
@@ -194,9 +196,46 @@ enum IntrospectionCommands {
                 "RESET [<event> ...]",
                 "    Reset latency data of one or more <event> classes.",
                 "    (default: reset all data for all event classes)",
+                "HISTOGRAM [COMMAND ...]",
+                "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+                "    If no commands are specified then all histograms are replied.",
             ])
         } else {
             ConnectionCommands.subcommandError(&c)
+        }
+    }
+
+    /// LATENCY HISTOGRAM [command ...]: for each command with timed calls (all of them, or those named, with the
+    /// subcommands of a container), its calls and their cumulative counts at powers of two microseconds.
+    static func latencyHistogram(_ c: inout CommandContext) {
+        let statistics = c.server.commandStatistics
+        let totals = statistics.totals
+        var slots: [Int] = []
+        if c.arguments.count == 2 {
+            slots = Array(statistics.slotNames.indices)
+        } else {
+            for j in 2..<c.arguments.count {
+                // Unknown names are skipped, as in Redis.
+                guard let index = c.server.commands.lookup(c.arguments[j]) else { continue }
+                let spec = c.server.commands.commands[index]
+                slots.append(statistics.slot(command: index, subcommand: nil))
+                for sub in spec.subcommands.indices { slots.append(statistics.slot(command: index, subcommand: sub)) }
+            }
+        }
+        let shown = slots.compactMap { slot in totals.latencies[slot].map { (slot, $0) } }
+        c.reply.writeRESPMapHeader(shown.count, c.version)
+        for (slot, counts) in shown {
+            c.bulk(statistics.slotNames[slot])
+            c.reply.writeRESPMapHeader(2, c.version)
+            c.bulk("calls")
+            c.integer(counts.reduce(0, +))
+            c.bulk("histogram_usec")
+            let rows = LatencyBuckets.cumulativeRows(counts)
+            c.reply.writeRESPMapHeader(rows.count, c.version)
+            for row in rows {
+                c.integer(row.microseconds)
+                c.integer(row.calls)
+            }
         }
     }
 

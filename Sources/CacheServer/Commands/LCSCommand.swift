@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import CacheCore
 import RESP
 
@@ -21,16 +26,15 @@ package enum LCSCommand {
     }
 
     static func lcs(_ c: inout CommandContext) {
-        // Both values are read first (a hit or a miss each, as Redis counts them), at one moment, and copied
-        // out: the computation runs without holding any lock.
-        let (first, second) = values(&c)
+        // The options first (their errors are answered after the keys are read, as Redis reads them first).
         var wantLength = false
         var wantIndexes = false
         var withMatchLength = false
         var minimumMatch = 0
+        var optionError: StaticString?
         var i = 3
         let a = c.arguments
-        while i < a.count {
+        while i < a.count && optionError == nil {
             if a.matches(i, "idx") {
                 wantIndexes = true
             } else if a.matches(i, "len") {
@@ -38,34 +42,53 @@ package enum LCSCommand {
             } else if a.matches(i, "withmatchlen") {
                 withMatchLength = true
             } else if a.matches(i, "minmatchlen") && i + 1 < a.count {
-                guard let given = c.integerArgument(i + 1) else { return }
-                minimumMatch = max(0, given)
+                if let given = a.integer(i + 1) { minimumMatch = max(0, given) } else { optionError = ReplyError.notInteger }
                 i += 1
             } else {
-                return c.error(ReplyError.syntax)
+                optionError = ReplyError.syntax
             }
             i += 1
         }
-        if wantIndexes && wantLength {
-            return c.error("ERR If you want both the length and indexes, please just use IDX.")
+        if optionError == nil && wantIndexes && wantLength {
+            optionError = "ERR If you want both the length and indexes, please just use IDX."
         }
-        if first.count >= Int(UInt32.max) - 1 || second.count >= Int(UInt32.max) - 1 {
-            return c.error("ERR String too long for LCS")
+        // Both keys are read (a hit or a miss each) at one moment, and their values copied out only when the
+        // command will run: the computation holds no lock.
+        let limit = c.server.config.protoMaxBulkLength
+        let read = values(&c) { firstCount, secondCount -> StaticString? in
+            if let optionError { return optionError }
+            if firstCount >= Int(UInt32.max) - 1 || secondCount >= Int(UInt32.max) - 1 {
+                return "ERR String too long for LCS"
+            }
+            // Redis refuses a table larger than proto-max-bulk-len bytes (4 a cell), whatever is asked.
+            let (cells, overflow) = (firstCount + 1).multipliedReportingOverflow(by: secondCount + 1)
+            guard !overflow, cells <= limit / 4 else {
+                return "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len"
+            }
+            return nil
         }
-        // Redis refuses a table larger than proto-max-bulk-len bytes (4 bytes a cell), whatever is asked.
-        let (cells, overflow) = (first.count + 1).multipliedReportingOverflow(by: second.count + 1)
-        guard !overflow, cells <= c.server.config.protoMaxBulkLength / 4 else {
-            return c.error("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len")
+        let first: [UInt8]
+        let second: [UInt8]
+        switch read {
+        case .failure(let refusal): return c.error(refusal.message)
+        case .success(let values): (first, second) = values
         }
-        if wantLength && !wantIndexes {
+        // LEN alone needs two rows of the table, not all of it. Past the largest table the default limit allows,
+        // the whole table is allocated as Redis does, so that one too large for memory is refused, not computed
+        // for hours.
+        if wantLength && (first.count + 1) * (second.count + 1) <= Self.twoRowCells {
             return c.integer(length(first, second))
         }
         // A subsequence is no longer than the shorter string: when that fits 16 bits, so does every cell, and
         // the table takes half the memory (and the time spent filling it, which is mostly memory traffic).
-        let (common, ranges) =
+        let walked =
             min(first.count, second.count) < Int(UInt16.max)
-            ? Table<UInt16>(first, second).walkBack(minimumMatch: minimumMatch)
-            : Table<UInt32>(first, second).walkBack(minimumMatch: minimumMatch)
+            ? Table<UInt16>(first, second)?.walkBack(minimumMatch: minimumMatch)
+            : Table<UInt32>(first, second)?.walkBack(minimumMatch: minimumMatch)
+        guard let (common, ranges) = walked else {
+            return c.error("ERR Insufficient memory, failed allocating transient memory for LCS")
+        }
+        if wantLength { return c.integer(common.count) }
         guard wantIndexes else {
             return common.withUnsafeBytes { c.bulk($0) }
         }
@@ -86,28 +109,46 @@ package enum LCSCommand {
         c.integer(common.count)
     }
 
+    /// The most cells LEN computes in two rows: the table of the default proto-max-bulk-len (512 MB).
+    static let twoRowCells = (512 << 20) / 4
+
+    /// Why LCS will not run, as its error reply.
+    struct Refusal: Error {
+        let message: StaticString
+    }
+
     /// Copies of the values of the keys in arguments 1 and 2 (empty when missing), read under their shards'
-    /// locks, taken together.
-    private static func values(_ c: inout CommandContext) -> ([UInt8], [UInt8]) {
+    /// locks, taken together; `check` sees their lengths first and may refuse, and then nothing is copied.
+    private static func values(
+        _ c: inout CommandContext, check: (Int, Int) -> StaticString?
+    ) -> Result<([UInt8], [UInt8]), Refusal> {
         let db = c.database
         var shards = ShardSet()
         shards.insert(Database.shardIndex(for: c.hash(1)))
         shards.insert(Database.shardIndex(for: c.hash(2)))
         shards.lock(in: db)
         defer { shards.unlock(in: db) }
-        func read(_ index: Int) -> [UInt8] {
+        // Looked up in turn; the bytes are borrowed only once both lookups are done (a lookup may reclaim an
+        // expired key and move the other's slot).
+        for index in 1...2 {
             let hash = c.hash(index)
             let shard = db.shard(for: hash)
-            guard let slot = shard.lookup(c.arguments[index], hash: hash, now: c.now) else {
+            if let slot = shard.lookup(c.arguments[index], hash: hash, now: c.now) {
+                shard.countHit()
+                c.read(shard, slot)
+            } else {
                 shard.countMiss()
-                return []
             }
-            shard.countHit()
-            c.read(shard, slot)
-            return Array(shard.entry(at: slot).value)
         }
-        let first = read(1)
-        return (first, read(2))
+        func value(_ index: Int) -> UnsafeRawBufferPointer {
+            let hash = c.hash(index)
+            let shard = db.shard(for: hash)
+            guard let slot = shard.find(c.arguments[index], hash: hash) else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+            return shard.entry(at: slot).value
+        }
+        let (first, second) = (value(1), value(2))
+        if let refusal = check(first.count, second.count) { return .failure(Refusal(message: refusal)) }
+        return .success((Array(first), Array(second)))
     }
 
     /// The length of the longest common subsequence, with two rows of the table instead of all of it.
@@ -134,33 +175,37 @@ package enum LCSCommand {
 
     /// The whole table: cell (i, j) holds the length of the longest common subsequence of the first i bytes of
     /// the first string and the first j of the second.
-    package struct Table<Cell: FixedWidthInteger & UnsignedInteger> {
+    package final class Table<Cell: FixedWidthInteger & UnsignedInteger> {
         let first: [UInt8]
         let second: [UInt8]
         let width: Int
-        var cells: [Cell]
+        let cells: UnsafeMutablePointer<Cell>
 
-        package init(_ first: [UInt8], _ second: [UInt8]) {
+        /// The filled table, or nil when its memory cannot be had (Redis answers an error then, not a crash).
+        package init?(_ first: [UInt8], _ second: [UInt8]) {
             self.first = first
             self.second = second
             width = second.count + 1
-            cells = [Cell](repeating: 0, count: (first.count + 1) * width)
-            let width = self.width
+            let (count, overflow) = (first.count + 1).multipliedReportingOverflow(by: width)
+            // Zeroed pages from the system: row 0 and column 0 must be 0, and the rest is written below.
+            guard !overflow, let raw = calloc(count, MemoryLayout<Cell>.stride) else { return nil }
+            cells = raw.bindMemory(to: Cell.self, capacity: count)
+            let (t, width) = (cells, self.width)
             first.withUnsafeBufferPointer { a in
                 second.withUnsafeBufferPointer { b in
-                    cells.withUnsafeMutableBufferPointer { t in
-                        guard !a.isEmpty && !b.isEmpty else { return }
-                        for i in 1...a.count {
-                            let row = i * width
-                            let up = row - width
-                            for j in 1...b.count {
-                                t[row + j] = a[i - 1] == b[j - 1] ? t[up + j - 1] + 1 : max(t[up + j], t[row + j - 1])
-                            }
+                    guard !a.isEmpty && !b.isEmpty else { return }
+                    for i in 1...a.count {
+                        let row = i * width
+                        let up = row - width
+                        for j in 1...b.count {
+                            t[row + j] = a[i - 1] == b[j - 1] ? t[up + j - 1] + 1 : max(t[up + j], t[row + j - 1])
                         }
                     }
                 }
             }
         }
+
+        deinit { free(cells) }
 
         func cell(_ i: Int, _ j: Int) -> Cell { cells[i * width + j] }
 

@@ -101,10 +101,11 @@ package enum ServerCommands {
     // MARK: INFO
 
     static let defaultSections = ["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "keyspace"]
-    /// Every section, in the order INFO prints them: the default ones and commandstats and errorstats.
+    /// Every section, in the order INFO prints them: the default ones and commandstats, errorstats and
+    /// latencystats.
     static let allSections = [
         "server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "errorstats",
-        "keyspace",
+        "latencystats", "keyspace",
     ]
 
     static func info(_ c: inout CommandContext) {
@@ -250,6 +251,19 @@ package enum ServerCommands {
             lines = ["# Errorstats"]
             for (prefix, count) in server.commandStatistics.totals.errors.sorted(by: { $0.key < $1.key }) {
                 lines.append("errorstat_\(prefix):count=\(count)")
+            }
+        case "latencystats":
+            lines = ["# Latencystats"]
+            guard config.latencyTracking else { break }
+            let totals = server.commandStatistics.totals
+            let percentiles = config.latencyTrackingInfoPercentiles
+            for (slot, name) in server.commandStatistics.slotNames.enumerated() {
+                guard let counts = totals.latencies[slot] else { continue }
+                let values = percentiles.map { p in
+                    let micros = Double(LatencyBuckets.value(atPercentile: p, of: counts)) / 1000
+                    return "p\(ServerConfiguration.formatPercentile(p))=\(String(format: "%.3f", micros))"
+                }
+                lines.append("latency_percentiles_usec_\(name):" + values.joined(separator: ","))
             }
         case "keyspace":
             lines = ["# Keyspace"]

@@ -257,6 +257,8 @@ extension ConfigurationDirective {
         .integer("slowlog-log-slower-than", .runtime, \.slowlogLogSlowerThan, in: -1...Int.max),
         .integer("slowlog-max-len", .runtime, \.slowlogMaxLen, in: 0...Int.max),
         .integer("latency-monitor-threshold", .runtime, \.latencyMonitorThreshold, in: 0...Int.max),
+        .boolean("latency-tracking", .runtime, \.latencyTracking),
+        latencyPercentilesDirective,
         requirePassDirective,
         clientOutputBufferLimitDirective,
         renameCommandDirective.fileOnly(),
@@ -289,6 +291,22 @@ extension ConfigurationDirective {
         }
         configuration.bind = arguments
     } format: { $0.bind.joined(separator: " ") }
+
+    /// `latency-tracking-info-percentiles "50 99 99.9"`: numbers from 0 to 100; an empty value reports none.
+    static let latencyPercentilesDirective = Self("latency-tracking-info-percentiles", .runtime, arity: .list) {
+        (configuration, arguments, _) throws(InvalidValue) in
+        var percentiles: [Double] = []
+        for text in arguments where !(arguments.count == 1 && text.isEmpty) {
+            guard let value = Double(text), !value.isNaN else {
+                throw InvalidValue(reason: "Invalid latency-tracking-info-percentiles parameters")
+            }
+            guard value >= 0 && value <= 100 else {
+                throw InvalidValue(reason: "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]")
+            }
+            percentiles.append(value)
+        }
+        configuration.latencyTrackingInfoPercentiles = percentiles
+    } format: { $0.latencyTrackingInfoPercentiles.map(ServerConfiguration.formatPercentile).joined(separator: " ") }
 
     /// The password is never shown: CONFIG GET answers a fixed mask when one is set.
     static let requirePassDirective = Self("requirepass", .runtime) { (configuration, arguments, _) throws(InvalidValue) in

@@ -97,6 +97,13 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// The most entries SLOWLOG keeps; older ones are dropped (`slowlog-max-len`).
     public var slowlogMaxLen: Int = 128
 
+    /// Whether each command's latencies are counted for INFO latencystats and LATENCY HISTOGRAM
+    /// (`latency-tracking`).
+    public var latencyTracking = true
+
+    /// The percentiles INFO latencystats reports (`latency-tracking-info-percentiles`).
+    public var latencyTrackingInfoPercentiles: [Double] = [50, 99, 99.9]
+
     /// Commands that run for at least this many milliseconds are LATENCY samples; 0 turns the latency
     /// monitor off (`latency-monitor-threshold`).
     public var latencyMonitorThreshold: Int = 0
@@ -269,5 +276,18 @@ public struct ServerConfiguration: Sendable, Equatable {
             self.seconds = seconds
             self.changes = changes
         }
+    }
+}
+
+extension ServerConfiguration {
+    /// A percentile as Redis writes it in CONFIG GET and INFO latencystats: `%f` without trailing zeros
+    /// (50, 99.9, 99.99).
+    package static func formatPercentile(_ value: Double) -> String {
+        var text = String(format: "%f", value)
+        if text.contains(".") {
+            while text.hasSuffix("0") { text.removeLast() }
+            if text.hasSuffix(".") { text.removeLast() }
+        }
+        return text
     }
 }

@@ -64,13 +64,15 @@ package final class CommandStatisticsRegistry: Sendable {
         package var failed: [Int]
         package var rejected: [Int]
         package var errors: [String: Int]
+        /// Each slot's latency counts (``LatencyBuckets``), nil for a command never timed.
+        package var latencies: [[Int]?]
     }
 
     private func sum() -> Totals {
         var totals = Totals(
             calls: Array(repeating: 0, count: slotNames.count), nanoseconds: Array(repeating: 0, count: slotNames.count),
             failed: Array(repeating: 0, count: slotNames.count), rejected: Array(repeating: 0, count: slotNames.count),
-            errors: [:])
+            errors: [:], latencies: Array(repeating: nil, count: slotNames.count))
         for table in tables.withLock({ $0 }) {
             for slot in 0..<slotNames.count {
                 let counters = table.counters[slot]
@@ -78,6 +80,9 @@ package final class CommandStatisticsRegistry: Sendable {
                 totals.nanoseconds[slot] += counters.nanoseconds.load(ordering: .relaxed)
                 totals.failed[slot] += counters.failed.load(ordering: .relaxed)
                 totals.rejected[slot] += counters.rejected.load(ordering: .relaxed)
+                if let counts = counters.latencyCounts {
+                    totals.latencies[slot] = zip(totals.latencies[slot] ?? counts.map { _ in 0 }, counts).map { $0 + $1 }
+                }
             }
             for (prefix, count) in table.errors.withLock({ $0 }) { totals.errors[prefix, default: 0] += count }
         }
@@ -92,6 +97,10 @@ package final class CommandStatisticsRegistry: Sendable {
             totals.nanoseconds[slot] -= base.nanoseconds[slot]
             totals.failed[slot] -= base.failed[slot]
             totals.rejected[slot] -= base.rejected[slot]
+            if let now = totals.latencies[slot], let before = base.latencies[slot] {
+                let left = zip(now, before).map { $0 - $1 }
+                totals.latencies[slot] = left.contains { $0 != 0 } ? left : nil
+            }
         }
         for (prefix, count) in base.errors {
             totals.errors[prefix, default: 0] -= count
@@ -109,11 +118,22 @@ package final class CommandStatisticsRegistry: Sendable {
 
 /// One event loop's counts. Only that loop writes them.
 package final class CommandStatistics: Sendable {
-    package final class Counters: Sendable {
+    package final class Counters: @unchecked Sendable {
         let calls = Atomic<Int>(0)
         let nanoseconds = Atomic<Int>(0)
         let failed = Atomic<Int>(0)
         let rejected = Atomic<Int>(0)
+        /// The latency buckets (``LatencyBuckets``), allocated by the owning loop on the first call it times.
+        let latencies = Atomic<UnsafeMutablePointer<Atomic<Int>>?>(nil)
+
+        /// The latency counts, when any call was timed.
+        var latencyCounts: [Int]? {
+            latencies.load(ordering: .acquiring).map(LatencyBuckets.read)
+        }
+
+        deinit {
+            if let block = latencies.load(ordering: .acquiring) { LatencyBuckets.deallocate(block) }
+        }
     }
 
     let counters: [Counters]
@@ -129,14 +149,27 @@ package final class CommandStatistics: Sendable {
         counter.store(counter.load(ordering: .relaxed) &+ amount, ordering: .relaxed)
     }
 
-    /// A call of the command in `slot` that ran for `nanoseconds`, and whether its reply was an error.
+    /// A call of the command in `slot` that ran for `nanoseconds`, and whether its reply was an error; with
+    /// `timed`, its time also counts in the command's latency histogram (`latency-tracking`).
     @inline(__always)
-    package func recordCall(slot: Int, nanoseconds: Int, failed: Bool) {
+    package func recordCall(slot: Int, nanoseconds: Int, failed: Bool, timed: Bool = true) {
         guard slot >= 0 else { return }
         let counters = counters[slot]
         Self.bump(counters.calls)
         Self.bump(counters.nanoseconds, by: nanoseconds)
         if failed { Self.bump(counters.failed) }
+        if timed {
+            let block = counters.latencies.load(ordering: .relaxed) ?? Self.allocateLatencies(counters)
+            Self.bump(block[LatencyBuckets.index(nanoseconds)])
+        }
+    }
+
+    /// The first timed call of a command on this loop: its buckets, published for readers.
+    @inline(never)
+    private static func allocateLatencies(_ counters: Counters) -> UnsafeMutablePointer<Atomic<Int>> {
+        let block = LatencyBuckets.allocate()
+        counters.latencies.store(block, ordering: .releasing)
+        return block
     }
 
     /// A command refused before it ran (arity, authentication, memory...).

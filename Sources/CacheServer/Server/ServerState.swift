@@ -40,6 +40,9 @@ package final class ServerState: Sendable {
     private let shutdownHook = Mutex<(@Sendable (ShutdownRequest) -> Void)?>(nil)
     private let limitsVersion = Atomic<Int>(0)
     private let busyPollWindow = Atomic<Int64>(0)
+    private let latencyTrackingOn = Atomic<Bool>(true)
+    /// Whether commands' latencies are counted (`latency-tracking`).
+    package var latencyTracking: Bool { latencyTrackingOn.load(ordering: .relaxed) }
     /// `stop-writes-on-bgsave-error` is on and save points are set: writes are refused while saves fail.
     private let stopWritesArmed = Atomic<Bool>(false)
 
@@ -74,6 +77,7 @@ package final class ServerState: Sendable {
         self.configuration = Mutex(configuration)
         self.limitsCache = Mutex(Self.limits(for: configuration))
         busyPollWindow.store(Int64(configuration.busyPoll) * 1000, ordering: .relaxed)
+        latencyTrackingOn.store(configuration.latencyTracking, ordering: .relaxed)
         stopWritesArmed.store(Self.stopsWrites(configuration), ordering: .relaxed)
         Self.applyMemorySettings(configuration, to: keyspace.budget)
         slowLog.configure(thresholdMicroseconds: configuration.slowlogLogSlowerThan, maxLength: configuration.slowlogMaxLen)
@@ -105,6 +109,7 @@ package final class ServerState: Sendable {
             limitsCache.withLock { $0 = Self.limits(for: config) }
             limitsVersion.add(1, ordering: .releasing)
             busyPollWindow.store(Int64(config.busyPoll) * 1000, ordering: .relaxed)
+            latencyTrackingOn.store(config.latencyTracking, ordering: .relaxed)
             stopWritesArmed.store(Self.stopsWrites(config), ordering: .relaxed)
             slowLog.configure(thresholdMicroseconds: config.slowlogLogSlowerThan, maxLength: config.slowlogMaxLen)
             latency.configure(thresholdMilliseconds: config.latencyMonitorThreshold)

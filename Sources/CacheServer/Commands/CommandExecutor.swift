@@ -21,7 +21,15 @@ package enum CommandExecutor {
         let replyStart = reply.writerIndex
         var slot = -1  // the command's (or subcommand's) counters; -1 for an unknown one
         var ranFor = -1  // nanoseconds the handler ran; -1 when the command was refused before it ran
-        defer { noteOutcome(arguments, slot: slot, ranFor: ranFor, replyStart: replyStart, reply: reply, session, server) }
+        var replyEnd = -1  // where the command's own reply ends, when pushes (invalidations) may follow it
+        defer {
+            noteOutcome(arguments, slot: slot, ranFor: ranFor, replyStart: replyStart, reply: reply, session, server)
+            // CLIENT REPLY OFF or SKIP: the reply is dropped once it was counted (pushes after it stay). The commands
+            // EXEC runs are inside EXEC's reply.
+            if !queued && (session.replyOff || session.replySkip || session.replySkipNext) {
+                dropReply(&reply, session, from: replyStart, to: replyEnd >= 0 ? replyEnd : reply.writerIndex)
+            }
+        }
         // Redis's order of checks: existence, arity, then authentication.
         guard let index = server.commands.lookup(arguments[0]) else {
             session.noteCommand(nil)
@@ -82,6 +90,7 @@ package enum CommandExecutor {
         let started = monotonicNanoseconds()
         command.handler(&context)
         if counted { ranFor = monotonicNanoseconds() - started }
+        replyEnd = context.reply.writerIndex
         if context.tracking { finishTracking(index, &context) }
         reply = context.reply
         // As Redis 7.0 does, MONITOR sees a command once it has run (so SELECT shows the new database), and
@@ -95,6 +104,23 @@ package enum CommandExecutor {
                 server.monitors.closeAll(logger: server.logger)
             }
         }
+    }
+
+    /// Removes the bytes from `start` to `end` of `reply` (a reply CLIENT REPLY says not to send), keeping what
+    /// follows them, and moves CLIENT REPLY SKIP on: the command after SKIP is the one skipped.
+    @inline(never)
+    static func dropReply(_ reply: inout ByteBuffer, _ session: ClientSession, from start: Int, to end: Int) {
+        if session.replyOff || session.replySkip {
+            if end == reply.writerIndex {
+                reply.moveWriterIndex(to: start)
+            } else {
+                let tail = Array(reply.getBytes(at: end, length: reply.writerIndex - end) ?? [])
+                reply.moveWriterIndex(to: start)
+                reply.writeBytes(tail)
+            }
+        }
+        session.replySkip = session.replySkipNext
+        session.replySkipNext = false
     }
 
     /// Counts the command's outcome for INFO commandstats and errorstats (a call and its time, or a refusal;

@@ -269,6 +269,7 @@ package enum CommandRegistry {
                         ("help", 2, "Show helpful text about the different subcommands"),
                         ("no-touch", 3, "Controls whether commands sent by the client will alter the LRU/LFU of the keys they access."),
                         ("setinfo", 4, "Set client or connection specific info"),
+                        ("reply", 3, "Instruct the server whether to reply to commands"),
                     ], administrative: ["list", "kill", "no-evict"], unlisted: ["no-touch", "setinfo"]), handler: C.client),
     ]
 

@@ -61,6 +61,9 @@ package enum ConnectionCommands {
         session.name = nil
         // Redis 7.0 keeps NO-EVICT; NO-TOUCH, of Redis 7.2, goes as 7.2's RESET clears it.
         session.noTouch = false
+        session.replyOff = false
+        session.replySkipNext = false
+        session.replySkip = false
         c.simple("RESET")
     }
 
@@ -198,6 +201,20 @@ package enum ConnectionCommands {
             guard on || a.matches(2, "off") else { return c.error(ReplyError.syntax) }
             if a.matches(1, "no-evict") { c.session.noEvict = on } else { c.session.noTouch = on }
             c.ok()
+        } else if a.matches(1, "reply") && n == 3 {
+            // ON answers OK; OFF and SKIP answer nothing (the executor drops replies while they hold).
+            if a.matches(2, "on") {
+                c.session.replyOff = false
+                c.session.replySkipNext = false
+                c.session.replySkip = false
+                c.ok()
+            } else if a.matches(2, "off") {
+                c.session.replyOff = true
+            } else if a.matches(2, "skip") {
+                if !c.session.replyOff { c.session.replySkipNext = true }
+            } else {
+                c.error(ReplyError.syntax)
+            }
         } else if a.matches(1, "setinfo") && n == 4 {
             c.ok()
         } else if a.matches(1, "tracking") && n >= 3 {
@@ -220,6 +237,8 @@ package enum ConnectionCommands {
                 "KILL <option> <value> [<option> <value> [...]]",
                 "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
                 "    TYPE <normal|master|replica|pubsub>, USER <username>, SKIPME (YES|NO), MAXAGE <seconds>.",
+                "REPLY (ON|OFF|SKIP)",
+                "    Control the replies sent to the current connection.",
                 "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
                 "NO-TOUCH (ON|OFF)", "    Do not change the last access time of keys read by this client.",
                 "CACHING (YES|NO)",
@@ -242,7 +261,7 @@ package enum ConnectionCommands {
         let known: [String: [String]] = [
             "client": [
                 "id", "setname", "getname", "info", "list", "kill", "no-evict", "no-touch", "help", "setinfo", "tracking",
-                "caching", "getredir", "trackinginfo",
+                "caching", "getredir", "trackinginfo", "reply",
             ],
             "pubsub": ["channels", "numsub", "numpat", "help"],
             "config": ["get", "set", "resetstat", "rewrite", "help"],

@@ -50,6 +50,12 @@ package final class ClientSession: @unchecked Sendable {
 
     @exclusivity(unchecked) package var noEvict = false
     @exclusivity(unchecked) package var noTouch = false
+    /// CLIENT REPLY OFF: no replies until CLIENT REPLY ON (or RESET); pushes still go out.
+    @exclusivity(unchecked) package var replyOff = false
+    /// CLIENT REPLY SKIP was the last command: the next one's reply is dropped (``replySkip``).
+    @exclusivity(unchecked) package var replySkipNext = false
+    /// The reply of the command running now is dropped (the command after CLIENT REPLY SKIP).
+    @exclusivity(unchecked) package var replySkip = false
     /// Set by QUIT and CLIENT KILL of oneself: the connection closes once the reply is written.
     @exclusivity(unchecked) package var closeAfterReply = false
     /// The most bytes of replies the connection may hold while a command writes its reply: the hard output

@@ -487,4 +487,44 @@ struct ServerCommandsLiveTests {
             #expect(Double(number) != nil && number.split(separator: ".").last?.count == 3, "\(value)")
         }
     }
+
+    // MARK: MEMORY STATS
+
+    @Test("MEMORY STATS: Redis's fields in Redis's order; keys counted, the dataset growing with the values")
+    func memoryStats() throws {
+        func stats(_ connection: HiredisConnection) throws -> [(String, RedisReply)] {
+            guard case .array(let items) = try connection.command("MEMORY", "STATS"), items.count % 2 == 0 else {
+                throw TestEnvironmentError("MEMORY STATS is not an array of pairs")
+            }
+            return stride(from: 0, to: items.count, by: 2).map { (items[$0].text ?? "?", items[$0 + 1]) }
+        }
+        let cached = try ServerProcess.start(.cached)
+        defer { cached.stop() }
+        let redis = try ServerProcess.start(.redis)
+        defer { redis.stop() }
+        var names: [[String]] = []
+        for server in [cached, redis] {
+            let connection = try server.connect()
+            for i in 0..<2_000 { _ = try connection.command("SET", "key:\(i)", String(repeating: "v", count: 200)) }
+            _ = try connection.command("SELECT", "3")
+            _ = try connection.command("SET", "other", "1", "EX", "100")
+            names.append(try stats(connection).map(\.0))
+        }
+        #expect(names[0] == names[1])
+        let fields = Dictionary(try stats(try cached.connect()), uniquingKeysWith: { a, _ in a })
+        #expect(fields["keys.count"] == .integer(2_001))
+        guard case .integer(let dataset) = fields["dataset.bytes"], case .integer(let total) = fields["total.allocated"],
+            case .integer(let peak) = fields["peak.allocated"], case .integer(let overhead) = fields["overhead.total"]
+        else {
+            Issue.record("MEMORY STATS figures: \(fields)")
+            return
+        }
+        #expect(dataset >= 2_000 * 200 && dataset < 2_000 * 400)
+        #expect(peak >= total && dataset + overhead == total)
+        guard case .array(let db3) = fields["db.3"] else {
+            Issue.record("db.3: \(String(describing: fields["db.3"]))")
+            return
+        }
+        #expect(db3.count == 6 && db3[2] == .bulk(Array("overhead.hashtable.expires".utf8)))
+    }
 }

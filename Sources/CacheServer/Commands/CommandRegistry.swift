@@ -353,6 +353,8 @@ package enum CommandRegistry {
                                       complexity: "O(N) where N is the number of samples."),
                         introspection("doctor", arity: 2, categories: ["slow"], group: "server", since: "4.0.0",
                                       summary: "Outputs memory problems report"),
+                        introspection("stats", arity: 2, categories: ["slow"], group: "server", since: "4.0.0",
+                                      summary: "Show memory usage details"),
                     ], handler: I.memory),
         CommandSpec("config", arity: -2, flags: [], categories: ["slow"], group: "server", since: "2.0.0",
                     summary: "A container for server configuration commands", complexity: "Depends on subcommand.",

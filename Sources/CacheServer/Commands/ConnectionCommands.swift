@@ -267,7 +267,7 @@ package enum ConnectionCommands {
             "config": ["get", "set", "resetstat", "rewrite", "help"],
             "command": ["count", "info", "docs", "list", "getkeys", "help"],
             "object": ["encoding", "freq", "idletime", "refcount", "help"],
-            "memory": ["usage", "doctor", "malloc-stats", "purge", "help"],
+            "memory": ["usage", "doctor", "malloc-stats", "purge", "stats", "help"],
             "slowlog": ["get", "len", "reset", "help"],
             "latency": ["doctor", "reset", "latest", "history", "histogram", "help"],
         ]

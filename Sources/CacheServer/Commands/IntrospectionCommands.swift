@@ -277,6 +277,8 @@ enum IntrospectionCommands {
         } else if a.matches(1, "purge") && a.count == 2 {
             EntryMemory.purgeAll()
             c.ok()
+        } else if a.matches(1, "stats") && a.count == 2 {
+            memoryStats(&c)
         } else if a.matches(1, "help") && a.count == 2 {
             ConnectionCommands.help(&c, "MEMORY", [
                 "DOCTOR",
@@ -285,6 +287,8 @@ enum IntrospectionCommands {
                 "    Return internal statistics report from the memory allocator.",
                 "PURGE",
                 "    Attempt to purge dirty pages for reclamation by the allocator.",
+                "STATS",
+                "    Return information about the memory usage of the server.",
                 "USAGE <key> [SAMPLES <count>]",
                 "    Return memory in bytes used by <key> and its value. Nested values are",
                 "    sampled up to <count> times (default: 5, 0 means sample all).",
@@ -292,6 +296,94 @@ enum IntrospectionCommands {
         } else {
             ConnectionCommands.subcommandError(&c)
         }
+    }
+
+    /// MEMORY STATS: Redis's breakdown of the memory in use, from this server's figures: the heap at start,
+    /// each database's table and expiry index (its "overhead"), the keys' entries (the dataset), and the
+    /// allocator's and the process's view of the pages.
+    static func memoryStats(_ c: inout CommandContext) {
+        let server = c.server
+        let dataset = server.keyspace.usedBytes
+        let heap = AllocatorStatistics.current()
+        let rss = ServerCommands.residentBytes()
+        let used = dataset + EntryMemory.overheadBytes(datasetBytes: dataset, statistics: heap)
+        let peak = server.notePeak(used)
+        let startup = server.startupAllocated
+        var databases: [(index: Int, table: Int, expires: Int)] = []
+        var keys = 0
+        var structures = 0
+        for (index, db) in server.keyspace.databases.enumerated() {
+            var (count, table, expires) = (0, 0, 0)
+            for shard in db.shards {
+                shard.lock.lock()
+                count += shard.count
+                table += shard.tableCapacity * MemoryLayout<UInt64>.stride
+                expires += shard.expiryRegistrations * 8
+                shard.lock.unlock()
+            }
+            keys += count
+            structures += table + expires
+            if count > 0 { databases.append((index, table, expires)) }
+        }
+        // The keys' entries are the dataset; the tables and expiry indexes are overhead, and so is the heap
+        // beyond the keyspace and what was there at start (connections' buffers, the server's own structures),
+        // counted as the normal clients'.
+        let datasetBytes = max(0, dataset - structures)
+        let clients = max(0, used - startup - dataset)
+        let overhead = used - datasetBytes
+        func ratio(_ a: Int, _ b: Int) -> Double { b > 0 ? Double(a) / Double(b) : 0 }
+        func double(_ value: Double) { c.reply.writeRESPDouble(formatted: String(format: "%.17g", value), c.version) }
+        c.reply.writeRESPMapHeader(27 + databases.count, c.version)
+        for (name, value) in [("peak.allocated", peak), ("total.allocated", used), ("startup.allocated", startup),
+                              ("replication.backlog", 0), ("clients.slaves", 0), ("clients.normal", clients),
+                              ("cluster.links", 0), ("aof.buffer", 0), ("lua.caches", 0), ("functions.caches", 0)] {
+            c.bulk(name)
+            c.integer(value)
+        }
+        for db in databases {
+            c.bulk("db.\(db.index)")
+            c.reply.writeRESPMapHeader(3, c.version)
+            c.bulk("overhead.hashtable.main")
+            c.integer(db.table)
+            c.bulk("overhead.hashtable.expires")
+            c.integer(db.expires)
+            c.bulk("overhead.hashtable.slot-to-keys")
+            c.integer(0)
+        }
+        c.bulk("overhead.total")
+        c.integer(overhead)
+        c.bulk("keys.count")
+        c.integer(keys)
+        c.bulk("keys.bytes-per-key")
+        c.integer(keys > 0 ? (used - startup) / keys : 0)
+        c.bulk("dataset.bytes")
+        c.integer(datasetBytes)
+        c.bulk("dataset.percentage")
+        double(ratio(datasetBytes, used - startup) * 100)
+        c.bulk("peak.percentage")
+        double(ratio(used, peak) * 100)
+        c.bulk("allocator.allocated")
+        c.integer(heap.allocated)
+        c.bulk("allocator.active")
+        c.integer(heap.active)
+        c.bulk("allocator.resident")
+        c.integer(heap.resident)
+        c.bulk("allocator-fragmentation.ratio")
+        double(ratio(heap.active, heap.allocated))
+        c.bulk("allocator-fragmentation.bytes")
+        c.integer(heap.active - heap.allocated)
+        c.bulk("allocator-rss.ratio")
+        double(ratio(heap.resident, heap.active))
+        c.bulk("allocator-rss.bytes")
+        c.integer(heap.resident - heap.active)
+        c.bulk("rss-overhead.ratio")
+        double(ratio(rss, heap.resident))
+        c.bulk("rss-overhead.bytes")
+        c.integer(rss - heap.resident)
+        c.bulk("fragmentation")
+        double(ratio(rss, used))
+        c.bulk("fragmentation.bytes")
+        c.integer(rss - used)
     }
 
     /// MEMORY USAGE key [SAMPLES count]: the bytes the key takes: its entry (key, value, lengths and expiry in

@@ -163,12 +163,17 @@ package enum ServerCommands {
             // What maxmemory is compared with: the dataset plus the rest of the heap (as Redis counts every
             // allocation). The sweeper refreshes the engine's copy of the second part at every cycle.
             let used = dataset + EntryMemory.overheadBytes(datasetBytes: dataset, statistics: heap)
+            let peak = server.notePeak(used)
             lines = [
                 "# Memory",
                 "used_memory:\(used)",
                 "used_memory_human:\(humanBytes(used))",
                 "used_memory_rss:\(rss)",
                 "used_memory_rss_human:\(humanBytes(rss))",
+                "used_memory_peak:\(peak)",
+                "used_memory_peak_human:\(humanBytes(peak))",
+                "used_memory_peak_perc:\(String(format: "%.2f", peak > 0 ? Double(used) * 100 / Double(peak) : 0))%",
+                "used_memory_startup:\(server.startupAllocated)",
                 "used_memory_dataset:\(dataset)",
                 "allocator_allocated:\(heap.allocated)",
                 "allocator_active:\(heap.active)",

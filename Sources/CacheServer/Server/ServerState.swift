@@ -151,9 +151,31 @@ package final class ServerState: Sendable {
     /// Whether this process's heap belongs to the server (set by the running service): then CONFIG SET
     /// maxmemory measures it at once. Servers driven directly, as in tests, count their dataset alone.
     private let heapIsOwn = Atomic<Bool>(false)
+    /// The allocator's bytes in use when the server was ready to serve (MEMORY STATS, INFO used_memory_startup).
+    private let startupBytes = Atomic<Int>(AllocatorStatistics.current().allocated)
+    /// The most used memory seen (INFO used_memory_peak): sampled by the sweeper at every cycle and by each
+    /// INFO memory or MEMORY STATS.
+    private let peakBytes = Atomic<Int>(0)
+
+    package var startupAllocated: Int { startupBytes.load(ordering: .relaxed) }
+
+    /// Records `used` bytes in use; returns the peak, this sample included.
+    @discardableResult
+    package func notePeak(_ used: Int) -> Int {
+        var peak = peakBytes.load(ordering: .relaxed)
+        while used > peak {
+            let (exchanged, original) = peakBytes.compareExchange(expected: peak, desired: used, ordering: .relaxed)
+            if exchanged { return used }
+            peak = original
+        }
+        return peak
+    }
 
     /// Called by the service that runs the server, before it accepts connections.
-    package func countHeapOverhead() { heapIsOwn.store(true, ordering: .relaxed) }
+    package func countHeapOverhead() {
+        heapIsOwn.store(true, ordering: .relaxed)
+        startupBytes.store(AllocatorStatistics.current().allocated, ordering: .relaxed)
+    }
 
     /// After CONFIG SET maxmemory or maxmemory-policy: measures the heap beyond the dataset now, so that the
     /// new limit holds from the next command instead of from the sweeper's next cycle.
@@ -169,8 +191,10 @@ package final class ServerState: Sendable {
     /// `maxmemory` counts as used memory.
     package func refreshMemoryOverhead() {
         let budget = keyspace.budget
-        budget.overheadBytes.store(
-            EntryMemory.overheadBytes(datasetBytes: budget.datasetBytes.load(ordering: .relaxed)), ordering: .relaxed)
+        let dataset = budget.datasetBytes.load(ordering: .relaxed)
+        let overhead = EntryMemory.overheadBytes(datasetBytes: dataset)
+        budget.overheadBytes.store(overhead, ordering: .relaxed)
+        notePeak(dataset + overhead)
     }
 
     /// The most keys ``evictToLimit(now:)`` evicts in one call: some milliseconds of work.

@@ -131,4 +131,13 @@ struct EvictionLiveTests {
         #expect(try connection.command("CONFIG", "SET", "maxmemory", "0") == .ok)
         #expect(try connection.command("SET", "k", "v") == .ok)
     }
+
+    @Test("A limit given at start holds from the first command on the first connection", arguments: [ServerProcess.Kind.redis, .cached])
+    func limitHoldsFromStart(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind, arguments: ["--maxmemory", "1", "--maxmemory-policy", "noeviction"])
+        defer { server.stop() }
+        let connection = try server.connect()
+        #expect(try connection.command("SET", "k", "v") == .error("OOM command not allowed when used memory > 'maxmemory'."))
+        #expect(try connection.command("GET", "k") == .null)
+    }
 }

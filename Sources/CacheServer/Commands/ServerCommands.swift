@@ -100,12 +100,15 @@ package enum ServerCommands {
 
     // MARK: INFO
 
-    static let defaultSections = ["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "keyspace"]
-    /// Every section, in the order INFO prints them: the default ones and commandstats, errorstats and
-    /// latencystats.
+    /// INFO's sections without arguments, as Redis 7.0's.
+    static let defaultSections = [
+        "server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "errorstats", "cluster",
+        "keyspace",
+    ]
+    /// Every section, in the order INFO prints them: the default ones and commandstats and latencystats.
     static let allSections = [
-        "server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "errorstats",
-        "latencystats", "keyspace",
+        "server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "commandstats",
+        "errorstats", "latencystats", "cluster", "keyspace",
     ]
 
     static func info(_ c: inout CommandContext) {
@@ -147,6 +150,8 @@ package enum ServerCommands {
                 "io_threads_active:\(config.ioThreads > 1 ? 1 : 0)",
                 "executable:\(CommandLine.arguments.first ?? "")",
                 "config_file:\(config.configFile)",
+                "monotonic_clock:POSIX clock_gettime",
+                "process_supervised:\(SystemdNotifier.fromEnvironment() != nil ? "systemd" : "no")",
             ]
         case "clients":
             lines = [
@@ -164,6 +169,9 @@ package enum ServerCommands {
             // allocation). The sweeper refreshes the engine's copy of the second part at every cycle.
             let used = dataset + EntryMemory.overheadBytes(datasetBytes: dataset, statistics: heap)
             let peak = server.notePeak(used)
+            let startup = server.startupAllocated
+            func ratio(_ a: Int, _ b: Int) -> String { String(format: "%.2f", b > 0 ? Double(a) / Double(b) : 0) }
+            let system = physicalMemory()
             lines = [
                 "# Memory",
                 "used_memory:\(used)",
@@ -173,17 +181,27 @@ package enum ServerCommands {
                 "used_memory_peak:\(peak)",
                 "used_memory_peak_human:\(humanBytes(peak))",
                 "used_memory_peak_perc:\(String(format: "%.2f", peak > 0 ? Double(used) * 100 / Double(peak) : 0))%",
-                "used_memory_startup:\(server.startupAllocated)",
+                "used_memory_overhead:\(max(0, used - dataset))",
+                "used_memory_startup:\(startup)",
                 "used_memory_dataset:\(dataset)",
+                "used_memory_dataset_perc:\(String(format: "%.2f", used > startup ? Double(dataset) * 100 / Double(used - startup) : 0))%",
                 "allocator_allocated:\(heap.allocated)",
                 "allocator_active:\(heap.active)",
                 "allocator_resident:\(heap.resident)",
                 "allocator_metadata:\(heap.metadata)",
-                "allocator_frag_ratio:\(heap.allocated > 0 ? String(format: "%.2f", Double(heap.active) / Double(heap.allocated)) : "0.00")",
+                "total_system_memory:\(system)",
+                "total_system_memory_human:\(humanBytes(system))",
                 "maxmemory:\(config.maxMemory)",
                 "maxmemory_human:\(humanBytes(Int(clamping: config.maxMemory)))",
                 "maxmemory_policy:\(config.maxMemoryPolicy.rawValue)",
-                "mem_fragmentation_ratio:\(used > 0 ? String(format: "%.2f", Double(rss) / Double(used)) : "0.00")",
+                "allocator_frag_ratio:\(ratio(heap.active, heap.allocated))",
+                "allocator_frag_bytes:\(heap.active - heap.allocated)",
+                "allocator_rss_ratio:\(ratio(heap.resident, heap.active))",
+                "allocator_rss_bytes:\(heap.resident - heap.active)",
+                "rss_overhead_ratio:\(ratio(rss, heap.resident))",
+                "rss_overhead_bytes:\(rss - heap.resident)",
+                "mem_fragmentation_ratio:\(ratio(rss, used))",
+                "mem_fragmentation_bytes:\(rss - used)",
                 "mem_allocator:jemalloc-5.3.0",
             ]
         case "persistence":
@@ -219,6 +237,8 @@ package enum ServerCommands {
                 "total_connections_received:\(server.stats.connectionsReceived.load(ordering: .relaxed))",
                 "total_commands_processed:\(commands)",
                 "instantaneous_ops_per_sec:\(server.stats.instantaneousOpsPerSecond.load(ordering: .relaxed))",
+                "instantaneous_input_kbps:\(String(format: "%.2f", Double(server.stats.instantaneousInputBytesPerSecond.load(ordering: .relaxed)) / 1024))",
+                "instantaneous_output_kbps:\(String(format: "%.2f", Double(server.stats.instantaneousOutputBytesPerSecond.load(ordering: .relaxed)) / 1024))",
                 "total_net_input_bytes:\(traffic.input - base.input)",
                 "total_net_output_bytes:\(traffic.output - base.output)",
                 "rejected_connections:\(server.stats.rejectedConnections.load(ordering: .relaxed))",
@@ -270,6 +290,10 @@ package enum ServerCommands {
                 }
                 lines.append("latency_percentiles_usec_\(name):" + values.joined(separator: ","))
             }
+        case "modules":
+            lines = ["# Modules"]
+        case "cluster":
+            lines = ["# Cluster", "cluster_enabled:0"]
         case "keyspace":
             lines = ["# Keyspace"]
             for (i, db) in server.keyspace.databases.enumerated() {
@@ -324,6 +348,11 @@ package enum ServerCommands {
         server.stats.connectionsReceived.store(0, ordering: .relaxed)
         server.stats.rejectedConnections.store(0, ordering: .relaxed)
         server.commandStatistics.reset()
+    }
+
+    /// The machine's memory in bytes (INFO total_system_memory).
+    static func physicalMemory() -> Int {
+        Int(sysconf(Int32(_SC_PHYS_PAGES))) * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 
     static func residentBytes() -> Int {

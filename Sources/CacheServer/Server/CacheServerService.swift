@@ -88,6 +88,9 @@ public final class CacheServerService: Service, Sendable {
             try? await group.shutdownGracefully()
             throw error
         }
+        // From the first command on, maxmemory counts the heap beyond the dataset: measured before any
+        // connection is accepted (a CONFIG SET maxmemory on the first connection measures it again).
+        state.countHeapOverhead()
         for listener in bound {
             listener.start(logger: logger) { descriptor in
                 Self.serve(
@@ -107,7 +110,6 @@ public final class CacheServerService: Service, Sendable {
         if let port = ports.first { ready["port"] = "\(port)" }
         if !config.unixSocket.isEmpty { ready["unixsocket"] = "\(config.unixSocket)" }
         logger.notice("Ready to accept connections", metadata: ready)
-        state.countHeapOverhead()
         state.warnIfMaxMemoryTooSmall()
         let places = (ports.map { "port \($0)" } + (config.unixSocket.isEmpty ? [] : [config.unixSocket]))
         notifySystemd("READY=1\nSTATUS=Ready to accept connections on \(places.joined(separator: ", "))")
@@ -320,8 +322,13 @@ final class ExpirySweeper: Sendable {
     }
 
     private func loop() {
-        var lastSample = (time: state.clock.nowMilliseconds(), commands: ServerCommands.totalCommands(state))
-        var opsHistory: [Int] = []
+        let traffic = ServerCommands.totalTraffic(state)
+        var lastSample = (
+            time: state.clock.nowMilliseconds(), commands: ServerCommands.totalCommands(state), input: traffic.input,
+            output: traffic.output
+        )
+        // The last 16 samples of operations, input bytes and output bytes per second, averaged as Redis does.
+        var opsHistory: [(ops: Int, input: Int, output: Int)] = []
         var reclaimedSincePurge = 0
         var lastIdleCheck = state.clock.nowMilliseconds()
         var lastDecay = lastIdleCheck
@@ -376,12 +383,20 @@ final class ExpirySweeper: Sendable {
             }
             if now - lastSample.time >= 100 {
                 let commands = ServerCommands.totalCommands(state)
-                let rate = (commands - lastSample.commands) * 1000 / Int(max(1, now - lastSample.time))
-                opsHistory.append(rate)
+                let traffic = ServerCommands.totalTraffic(state)
+                let span = Int(max(1, now - lastSample.time))
+                opsHistory.append((
+                    (commands - lastSample.commands) * 1000 / span, (traffic.input - lastSample.input) * 1000 / span,
+                    (traffic.output - lastSample.output) * 1000 / span
+                ))
                 if opsHistory.count > 16 { opsHistory.removeFirst() }
-                state.stats.instantaneousOpsPerSecond.store(
-                    opsHistory.reduce(0, +) / opsHistory.count, ordering: .relaxed)
-                lastSample = (now, commands)
+                let n = opsHistory.count
+                state.stats.instantaneousOpsPerSecond.store(opsHistory.reduce(0) { $0 + $1.ops } / n, ordering: .relaxed)
+                state.stats.instantaneousInputBytesPerSecond.store(
+                    opsHistory.reduce(0) { $0 + $1.input } / n, ordering: .relaxed)
+                state.stats.instantaneousOutputBytesPerSecond.store(
+                    opsHistory.reduce(0) { $0 + $1.output } / n, ordering: .relaxed)
+                lastSample = (now, commands, traffic.input, traffic.output)
             }
             if now - lastIdleCheck >= 1000 {
                 // Eviction chooses among the databases that hold keys.

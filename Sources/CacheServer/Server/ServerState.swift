@@ -175,6 +175,9 @@ package final class ServerState: Sendable {
     package func countHeapOverhead() {
         heapIsOwn.store(true, ordering: .relaxed)
         startupBytes.store(AllocatorStatistics.current().allocated, ordering: .relaxed)
+        // A limit given at start holds from the first command, not from the sweeper's first cycle.
+        keyspace.flushAccounting()
+        refreshMemoryOverhead()
     }
 
     /// After CONFIG SET maxmemory or maxmemory-policy: measures the heap beyond the dataset now, so that the
@@ -261,6 +264,10 @@ package final class ServerStats: Sendable {
     package let netOutputBytes = Atomic<Int>(0)
     /// Operations per second over the last sampling period, updated by the cron.
     package let instantaneousOpsPerSecond = Atomic<Int>(0)
+    /// Bytes per second read from and written to clients over the last sampling period (INFO's
+    /// instantaneous_input_kbps and instantaneous_output_kbps), updated by the cron.
+    package let instantaneousInputBytesPerSecond = Atomic<Int>(0)
+    package let instantaneousOutputBytesPerSecond = Atomic<Int>(0)
     package let resetTime = Atomic<Int64>(0)
     /// Hits, misses, expired and evicted keys, commands and traffic at the last CONFIG RESETSTAT, subtracted
     /// from the running totals.

@@ -27,7 +27,7 @@ struct BitFieldCommandTests {
         #expect(h.run("GETBIT", "hits", "21") == .integer(0))
     }
 
-    @Test("Only SET and INCRBY are writes: GETs leave WATCH and the save points alone; a write FAIL refused still counts")
+    @Test("A SET or INCRBY that changes a field, or grows the value, is a write; GETs, a FAIL and a field set to itself are not")
     func whatIsAChange() {
         let h = Harness()
         let writer = h.newSession()
@@ -36,15 +36,21 @@ struct BitFieldCommandTests {
             (["BITFIELD", "f", "GET", "u8", "0", "GET", "i64", "100"], false),
             (["BITFIELD_RO", "f", "GET", "u8", "0"], false),
             (["BITFIELD", "f"], false),
-            (["BITFIELD", "f", "SET", "u8", "0", "97"], true),
-            (["BITFIELD", "f", "OVERFLOW", "FAIL", "INCRBY", "u8", "0", "1000"], true),
+            (["BITFIELD", "f", "SET", "u8", "0", "97"], false),  // 'a' is 97 already
+            (["BITFIELD", "f", "INCRBY", "u8", "8", "0"], false),
+            (["BITFIELD", "f", "OVERFLOW", "FAIL", "INCRBY", "u8", "0", "1000"], false),
             (["BITFIELD", "f", "GET", "u8", "0", "SET", "u8", "0", "x"], false),
+            (["BITFIELD", "f", "SET", "u8", "0", "65"], true),
+            (["BITFIELD", "f", "INCRBY", "u8", "0", "1"], true),
+            (["BITFIELD", "f", "SET", "u1", "100", "0"], true),  // grows the value, though the bit was 0
         ]
         for (command, changes) in cases {
             let seen = h.changeSeen(watching: "f", run: command, as: writer)
             #expect(seen.aborted == changes, "\(command)")
             #expect(seen.counted == changes, "\(command)")
         }
-        #expect(h.run("GET", "f") == .bulk("abc"))
+        let value: [UInt8] = h.run("GET", "f").bytes ?? []
+        #expect(value.prefix(3).elementsEqual("Bbc".utf8))
+        #expect(h.run("STRLEN", "f") == .integer(13))
     }
 }

@@ -12,6 +12,9 @@ package enum LZF {
     /// `input` decompressed, when it produces exactly `count` bytes; nil for a malformed stream or another
     /// length.
     package static func decompress(_ input: UnsafeRawBufferPointer, count: Int) -> [UInt8]? {
+        // As Redis reads it: for a length of 0, liblzf's "no room for output" (0) is the length asked for, so
+        // any stream makes an empty string.
+        if count == 0 { return [] }
         guard count >= 0, count <= input.count * maximumExpansion else { return nil }
         // Grown as bytes are produced, not allocated at the announced length first: a stream that breaks off
         // early costs only what it produced.

@@ -128,12 +128,13 @@ enum BitCommands {
         var range: ClosedRange<Int>?
         if a.count == 4 || a.count == 5 {
             guard let start = c.integerArgument(2), let end = c.integerArgument(3) else { return }
+            // As Redis: a reversed range of negative indices is empty before the unit is even read.
+            if start < 0 && end < 0 && start > end { return c.integer(0) }
             var inBits = false
             if a.count == 5 {
                 guard let unit = unit(&c, 4) else { return }
                 inBits = unit
             }
-            if start < 0 && end < 0 && start > end { return c.integer(0) }
             range = bitRange(start: start, end: end, inBits: inBits, count: value.count)
         } else if a.count == 2 {
             range = value.isEmpty ? nil : 0...value.count * 8 - 1

@@ -89,6 +89,9 @@ enum BitFieldCommands {
             grew = true
         }
         c.arrayHeader(operations.count)
+        // As Redis: a SET or INCRBY is a change of the key when it changed the field, or when the value was
+        // created or grown for the command; one refused by FAIL is not.
+        var changed = false
         for op in operations {
             let old = read(UnsafeRawBufferPointer(value), op)
             guard op.kind != .get else {
@@ -101,9 +104,10 @@ enum BitFieldCommands {
                 continue
             }
             write(value, op, stored)
+            if grew || stored != old { changed = true }
             c.integer(Int(op.kind == .set ? old : stored))
         }
-        // As Redis: every SET and INCRBY counts as a change of the key, a FAIL that wrote nothing included.
+        guard changed else { return }
         if !grew { shard.countChange() }
         c.keyModified(1)
     }

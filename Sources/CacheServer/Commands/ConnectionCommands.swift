@@ -129,7 +129,7 @@ package enum ConnectionCommands {
                 name = j + 1
                 j += 2
             } else {
-                return c.error("ERR Syntax error in HELLO option '\(c.arguments.string(j))'")
+                return c.reply.writeRESPError(bytes: ReplyError.quoting("ERR Syntax error in HELLO option '", c.arguments[j], "'"))
             }
         }
         if let (user, password) = credentials {
@@ -274,7 +274,7 @@ package enum ConnectionCommands {
         if known[command]?.contains(sub) == true {
             c.error(ReplyError.wrongArity("\(command)|\(sub)"))
         } else {
-            c.error(ReplyError.unknownSubcommand(c.arguments.string(1), of: command))
+            c.reply.writeRESPError(bytes: ReplyError.unknownSubcommand(c.arguments[1], of: command))
         }
     }
 
@@ -328,7 +328,7 @@ package enum ConnectionCommands {
         if a.count == 4 && a.matches(2, "type") {
             let type = a.string(3).lowercased()
             guard ["normal", "master", "replica", "slave", "pubsub"].contains(type) else {
-                return c.error("ERR Unknown client type '\(a.string(3))'")
+                return c.reply.writeRESPError(bytes: ReplyError.quoting("ERR Unknown client type '", a[3], "'"))
             }
             sessions = sessions.filter { Self.type(of: $0) == (type == "slave" ? "replica" : type) }
         } else if a.count > 3 && a.matches(2, "id") {
@@ -372,11 +372,13 @@ package enum ConnectionCommands {
             } else if a.matches(j, "user") {
                 // The only user is `default` (requirepass is its password), as in Redis without ACL users.
                 user = a.string(j + 1)
-                guard user == "default" else { return c.error("ERR No such user '\(a.string(j + 1))'") }
+                guard user == "default" else {
+                    return c.reply.writeRESPError(bytes: ReplyError.quoting("ERR No such user '", a[j + 1], "'"))
+                }
             } else if a.matches(j, "type") {
                 let t = a.string(j + 1).lowercased()
                 guard ["normal", "master", "replica", "slave", "pubsub"].contains(t) else {
-                    return c.error("ERR Unknown client type '\(a.string(j + 1))'")
+                    return c.reply.writeRESPError(bytes: ReplyError.quoting("ERR Unknown client type '", a[j + 1], "'"))
                 }
                 type = t
             } else if a.matches(j, "skipme") {

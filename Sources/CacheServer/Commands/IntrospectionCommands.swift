@@ -132,7 +132,8 @@ enum IntrospectionCommands {
                 c.bulk(entry.name)
             }
         } else if a.matches(1, "get") {
-            c.error("ERR unknown subcommand or wrong number of arguments for '\(a.string(1))'. Try SLOWLOG HELP.")
+            c.reply.writeRESPError(bytes: ReplyError.quoting(
+                "ERR unknown subcommand or wrong number of arguments for '", a[1], limit: 128, "'. Try SLOWLOG HELP."))
         } else if a.matches(1, "len") && a.count == 2 {
             c.integer(c.server.slowLog.count)
         } else if a.matches(1, "reset") && a.count == 2 {

@@ -72,7 +72,7 @@ package enum KeyCommands {
             } else if c.arguments.matches(j, "lt") {
                 lt = true
             } else {
-                c.error("ERR Unsupported option \(c.arguments.string(j))")
+                c.reply.writeRESPError(bytes: ReplyError.quoting("ERR Unsupported option ", c.arguments[j]))
                 return
             }
         }

@@ -48,9 +48,17 @@ package enum ReplyError {
         "ERR invalid expire time in '\(name)' command"
     }
 
-    /// `ERR unknown subcommand 'x'. Try NAME HELP.`
-    package static func unknownSubcommand(_ sub: String, of command: String) -> String {
-        "ERR unknown subcommand '\(sub.prefix(128))'. Try \(command.uppercased()) HELP."
+    /// `ERR unknown subcommand 'x'. Try NAME HELP.`, the subcommand as Redis prints it (`%.128s`).
+    package static func unknownSubcommand(_ sub: UnsafeRawBufferPointer, of command: String) -> [UInt8] {
+        quoting("ERR unknown subcommand '", sub, limit: 128, "'. Try \(command.uppercased()) HELP.")
+    }
+
+    /// `prefix`, a client's argument as C's `%s` (or `%.Ns`) prints it — its bytes up to a NUL, whatever they
+    /// are — and `suffix`: how Redis's messages quote what a client sent.
+    package static func quoting(
+        _ prefix: String, _ argument: UnsafeRawBufferPointer, limit: Int = .max, _ suffix: String = ""
+    ) -> [UInt8] {
+        Array(prefix.utf8) + cString(argument, limit: limit) + Array(suffix.utf8)
     }
 
     /// `ERR unknown command 'x', with args beginning with: 'a' 'b' `, as Redis previews the arguments:
@@ -67,7 +75,7 @@ package enum ReplyError {
     }
 
     /// Bytes as C's `%.Ns` prints them: cut at a NUL byte and at `limit` bytes.
-    private static func cString(_ bytes: UnsafeRawBufferPointer, limit: Int) -> [UInt8] {
+    static func cString(_ bytes: UnsafeRawBufferPointer, limit: Int) -> [UInt8] {
         var end = 0
         while end < bytes.count && end < limit && bytes[end] != 0 { end += 1 }
         return Array(bytes[0..<end])

@@ -85,6 +85,10 @@ package enum ServerCommands {
         }
         let server = c.server
         switch server.snapshots.saveInBackground({ server.config }, trigger: "BGSAVE", schedule: schedule) {
+        case .started where c.session.runningTransaction:
+            // Redis defers a BGSAVE run by EXEC until the transaction is over and says so. The save here starts
+            // at once (a background save is not one point in time across shards in any case: see docs).
+            c.simple("Background saving scheduled")
         case .started:
             c.simple("Background saving started")
         case .scheduled:

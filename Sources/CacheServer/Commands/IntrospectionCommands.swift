@@ -304,11 +304,7 @@ enum IntrospectionCommands {
     /// allocator's and the process's view of the pages.
     static func memoryStats(_ c: inout CommandContext) {
         let server = c.server
-        let dataset = server.keyspace.usedBytes
-        let heap = AllocatorStatistics.current()
-        let rss = ServerCommands.residentBytes()
-        let used = dataset + EntryMemory.overheadBytes(datasetBytes: dataset, statistics: heap)
-        let peak = server.notePeak(used)
+        let (dataset, heap, rss, used, peak) = ServerCommands.memoryFigures(server)
         let startup = server.startupAllocated
         var databases: [(index: Int, table: Int, expires: Int)] = []
         var keys = 0
@@ -411,10 +407,7 @@ enum IntrospectionCommands {
 
     /// MEMORY DOCTOR: what in the memory figures deserves an operator's attention, in plain words.
     static func doctor(_ server: ServerState) -> String {
-        let dataset = server.keyspace.usedBytes
-        let heap = AllocatorStatistics.current()
-        let used = dataset + EntryMemory.overheadBytes(datasetBytes: dataset, statistics: heap)
-        let rss = ServerCommands.residentBytes()
+        let (_, heap, rss, used, _) = ServerCommands.memoryFigures(server)
         let limit = Int(clamping: server.config.maxMemory)
         let human = ServerCommands.humanBytes
         if used < 5 << 20 {

@@ -166,13 +166,7 @@ package enum ServerCommands {
                 "tracking_clients:\(server.tracking.statistics.clients)",
             ]
         case "memory":
-            let dataset = server.keyspace.usedBytes
-            let heap = AllocatorStatistics.current()
-            let rss = residentBytes()
-            // What maxmemory is compared with: the dataset plus the rest of the heap (as Redis counts every
-            // allocation). The sweeper refreshes the engine's copy of the second part at every cycle.
-            let used = dataset + EntryMemory.overheadBytes(datasetBytes: dataset, statistics: heap)
-            let peak = server.notePeak(used)
+            let (dataset, heap, rss, used, peak) = memoryFigures(server)
             let startup = server.startupAllocated
             func ratio(_ a: Int, _ b: Int) -> String { String(format: "%.2f", b > 0 ? Double(a) / Double(b) : 0) }
             let system = physicalMemory()
@@ -352,6 +346,18 @@ package enum ServerCommands {
         server.stats.connectionsReceived.store(0, ordering: .relaxed)
         server.stats.rejectedConnections.store(0, ordering: .relaxed)
         server.commandStatistics.reset()
+    }
+
+    /// The memory figures INFO memory, MEMORY STATS and MEMORY DOCTOR report, read once: the keyspace's bytes,
+    /// the allocator's statistics, the resident set, the memory in use — what maxmemory is compared with, the
+    /// dataset plus the rest of the heap, as Redis counts every allocation — and the peak, this reading included.
+    static func memoryFigures(_ server: ServerState)
+        -> (dataset: Int, heap: AllocatorStatistics, rss: Int, used: Int, peak: Int)
+    {
+        let dataset = server.keyspace.usedBytes
+        let heap = AllocatorStatistics.current()
+        let used = dataset + EntryMemory.overheadBytes(datasetBytes: dataset, statistics: heap)
+        return (dataset, heap, residentBytes(), used, server.notePeak(used))
     }
 
     /// The machine's memory in bytes (INFO total_system_memory).

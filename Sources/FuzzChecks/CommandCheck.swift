@@ -41,6 +41,7 @@ package enum CommandCheck {
         func reset() {
             clock.set(milliseconds: start)
             server.updateConfiguration { $0 = configuration }
+            server.blocked.unpause()
             for database in server.keyspace.databases { database.removeAll() }
         }
     }

@@ -146,6 +146,13 @@ final class CollectingOutlet: SessionOutlet {
         buffer.withLock { write(session, &$0) }
     }
 
+    /// The releases from waits it was asked to deliver, in order.
+    let releases = Mutex<[BlockedClients.Release]>([])
+
+    func release(_ release: BlockedClients.Release) {
+        releases.withLock { $0.append(release) }
+    }
+
     func take() -> ByteBuffer {
         buffer.withLock { buffer in
             defer { buffer.clear() }

@@ -26,7 +26,7 @@ package enum CommandExecutor {
             noteOutcome(arguments, slot: slot, ranFor: ranFor, replyStart: replyStart, reply: reply, session, server)
             // CLIENT REPLY OFF or SKIP: the reply is dropped once it was counted (pushes after it stay). The commands
             // EXEC runs are inside EXEC's reply.
-            if !queued && (session.replyOff || session.replySkip || session.replySkipNext) {
+            if !queued && (session.replyOff || session.replySkip || session.replySkipNext) && session.blockKind == .none {
                 dropReply(&reply, session, from: replyStart, to: replyEnd >= 0 ? replyEnd : reply.writerIndex)
             }
         }
@@ -65,6 +65,11 @@ package enum CommandExecutor {
                 else { return }
                 tracking = tracks
             }
+        }
+        // CLIENT PAUSE: the command waits for the pause to end, unless it is one the pause lets through. (Redis
+        // checks after memory and MISCONF, but evicts nothing while paused: the command would wait either way.)
+        if !queued && counted && server.blocked.mayBePaused && hold(index, session: session, server: server, now: now) {
+            return
         }
         // As Redis's performEvictions: before a command that may allocate, make room if memory is over the
         // limit, and refuse the command when nothing can be evicted (or the policy is noeviction).
@@ -227,11 +232,32 @@ package enum CommandExecutor {
             return nil
         }
         if session.modes.contains(.transaction) && !flags.contains(.transactionControl) {
+            // As Redis: a pause holds a command back before it is queued (but not one refused at once).
+            if counted && !flags.contains(.noMulti) && server.blocked.mayBePaused
+                && hold(index, session: session, server: server, now: now)
+            {
+                return nil
+            }
             queue(index, arguments, counted: counted, session: session, server: server, now: now, reply: &reply)
             return nil
         }
         guard session.tracking != nil else { return false }
         rememberReadKeys(index, arguments, session: session, server: server)
+        return true
+    }
+
+    /// Holds the command back if a CLIENT PAUSE in effect applies to it: every command under `ALL`; under
+    /// `WRITE` those that write or may propagate (PUBLISH), and EXEC of a transaction with any. Whether it was
+    /// held: it has not run, and runs again when the pause ends.
+    @inline(never)
+    static func hold(_ index: Int, session: ClientSession, server: ServerState, now: Int64) -> Bool {
+        guard let outlet = session.outlet else { return false }
+        let propagating: CommandFlags = [.write, .mayReplicate]
+        let flags = server.commands.dispatch[index].flags
+        let writes = !flags.isDisjoint(with: propagating)
+            || (flags.contains(.exec) && !session.queuedFlags.isDisjoint(with: propagating))
+        guard let end = server.blocked.postpone(session.id, outlet: outlet, writes: writes, now: now) else { return false }
+        session.block(.postponed, until: end)
         return true
     }
 
@@ -341,6 +367,8 @@ package enum CommandExecutor {
     static func makeRoom(
         _ spec: CommandSpec, _ arguments: Arguments, session: ClientSession, server: ServerState, now: Int64
     ) -> Bool {
+        // As Redis: while CLIENT PAUSE holds clients nothing is evicted, and memory counts as within the limit.
+        if server.blocked.pauseMode(now: now) != .none { return true }
         var shardIndex = 0
         if spec.firstKey > 0 && spec.firstKey < arguments.count {
             shardIndex = Database.shardIndex(for: Keyspace.hasher.hash(arguments[spec.firstKey]))

@@ -212,6 +212,10 @@ package enum CommandRegistry {
         CommandSpec("scan", arity: -2, flags: [.readonly], categories: ["keyspace", "read", "slow"],
                     group: "generic", since: "2.8.0", summary: "Incrementally iterate the keys space",
                     complexity: "O(1) for every call. O(N) for a complete iteration.", handler: K.scan),
+        CommandSpec("wait", arity: 3, flags: [.noscript], categories: ["slow", "connection"], group: "generic",
+                    since: "3.0.0",
+                    summary: "Wait for the synchronous replication of all the write commands sent in the context of the current connection",
+                    handler: BlockingCommands.wait),
     ]
 
     static let databases: [CommandSpec] = [
@@ -270,7 +274,10 @@ package enum CommandRegistry {
                         ("no-touch", 3, "Controls whether commands sent by the client will alter the LRU/LFU of the keys they access."),
                         ("setinfo", 4, "Set client or connection specific info"),
                         ("reply", 3, "Instruct the server whether to reply to commands"),
-                    ], administrative: ["list", "kill", "no-evict"], unlisted: ["no-touch", "setinfo"]), handler: C.client),
+                        ("pause", -3, "Stop processing commands from clients for some time"),
+                        ("unpause", 2, "Resume processing of clients that were paused"),
+                        ("unblock", -3, "Unblock a client blocked in a blocking command from a different connection"),
+                    ], administrative: ["list", "kill", "no-evict", "pause", "unpause", "unblock"], unlisted: ["no-touch", "setinfo"]), handler: C.client),
     ]
 
     private static let subscribeFlags: CommandFlags = [.pubsub, .noscript, .loading, .stale, .subscribedContext]

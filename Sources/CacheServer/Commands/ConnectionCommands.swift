@@ -215,6 +215,12 @@ package enum ConnectionCommands {
             } else {
                 c.error(ReplyError.syntax)
             }
+        } else if a.matches(1, "pause") && n >= 3 {
+            BlockingCommands.pause(&c)
+        } else if a.matches(1, "unpause") && n == 2 {
+            BlockingCommands.unpause(&c)
+        } else if a.matches(1, "unblock") && n >= 3 {
+            BlockingCommands.unblock(&c)
         } else if a.matches(1, "setinfo") && n == 4 {
             c.ok()
         } else if a.matches(1, "tracking") && n >= 3 {
@@ -237,6 +243,10 @@ package enum ConnectionCommands {
                 "KILL <option> <value> [<option> <value> [...]]",
                 "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
                 "    TYPE <normal|master|replica|pubsub>, USER <username>, SKIPME (YES|NO), MAXAGE <seconds>.",
+                "UNPAUSE", "    Stop the current client pause, resuming traffic.",
+                "PAUSE <timeout> [WRITE|ALL]",
+                "    Suspend all, or just write, clients for <timeout> milliseconds.",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR]", "    Unblock the specified blocked client.",
                 "REPLY (ON|OFF|SKIP)",
                 "    Control the replies sent to the current connection.",
                 "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
@@ -261,7 +271,7 @@ package enum ConnectionCommands {
         let known: [String: [String]] = [
             "client": [
                 "id", "setname", "getname", "info", "list", "kill", "no-evict", "no-touch", "help", "setinfo", "tracking",
-                "caching", "getredir", "trackinginfo", "reply",
+                "caching", "getredir", "trackinginfo", "reply", "pause", "unpause", "unblock",
             ],
             "pubsub": ["channels", "numsub", "numpat", "help"],
             "config": ["get", "set", "resetstat", "rewrite", "help"],
@@ -296,14 +306,16 @@ package enum ConnectionCommands {
             cmd = spec.name
             if let sub = last.subcommand, sub < spec.subcommands.count { cmd += "|" + spec.subcommands[sub].name }
         }
-        // Redis 7.0's letters, in its order: O monitor, P subscriber, x in MULTI, t tracking, R broken redirect,
-        // B BCAST, d a watched key changed, U Unix socket, e no-evict; N when none applies.
+        // Redis 7.0's letters, in its order: O monitor, P subscriber, x in MULTI, b blocked (WAIT or a pause),
+        // t tracking, R broken redirect, B BCAST, d a watched key changed, U Unix socket, e no-evict; N when none
+        // applies.
         var flags = ""
         if s.isMonitor { flags += "O" }
         let subscriptions = s.subscriptionCount
         if subscriptions.channels + subscriptions.patterns > 0 { flags += "P" }
         let queued = s.queuedCommandCount
         if queued >= 0 { flags += "x" }
+        if s.isBlocked { flags += "b" }
         let tracking = server.tracking.options(of: s.id)
         if tracking != nil { flags += "t" }
         if tracking != nil && server.tracking.hasBrokenRedirect(s.id) { flags += "R" }

@@ -158,12 +158,14 @@ package enum ServerCommands {
                 "process_supervised:\(SystemdNotifier.fromEnvironment() != nil ? "systemd" : "no")",
             ]
         case "clients":
+            let blocked = server.blocked.counts
             lines = [
                 "# Clients",
                 "connected_clients:\(server.clients.count)",
                 "maxclients:\(config.maxClients)",
-                "blocked_clients:0",
+                "blocked_clients:\(blocked.blocked)",
                 "tracking_clients:\(server.tracking.statistics.clients)",
+                "clients_in_timeout_table:\(blocked.timed)",
             ]
         case "memory":
             let (dataset, heap, rss, used, peak) = memoryFigures(server)

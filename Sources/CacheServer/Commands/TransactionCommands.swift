@@ -84,9 +84,11 @@ enum TransactionCommands {
         return true
     }
 
-    /// Whether memory is over `maxmemory` and eviction cannot bring it down.
+    /// Whether memory is over `maxmemory` and eviction cannot bring it down (never while a CLIENT PAUSE holds
+    /// clients: nothing is evicted then, as in Redis).
     private static func overMemory(_ c: CommandContext) -> Bool {
-        c.server.keyspace.budget.isOverLimit && !c.server.keyspace.evict(database: c.session.db, shardIndex: 0, now: c.now)
+        c.server.keyspace.budget.isOverLimit && c.server.blocked.pauseMode(now: c.now) == .none
+            && !c.server.keyspace.evict(database: c.session.db, shardIndex: 0, now: c.now)
     }
 
     /// EXEC's error when it is refused: the transaction is discarded, and the reason given, as Redis words it

@@ -340,8 +340,10 @@ final class ExpirySweeper: Sendable {
             let trackingLimit = config.trackingTableMaxKeys
             let period = 1000 / hz
             let started = state.clock.nowMilliseconds()
+            // While CLIENT PAUSE holds clients, the dataset stands still, as in Redis: no expiry (nor eviction,
+            // which ``ServerState/evictToLimit(now:)`` holds back).
             // Sweep until up to date, spending at most a quarter of the period.
-            while running.load(ordering: .relaxed) {
+            while running.load(ordering: .relaxed) && state.blocked.pauseMode(now: state.clock.nowMilliseconds()) == .none {
                 let result = state.keyspace.sweepExpired(now: state.clock.nowMilliseconds())
                 reclaimedSincePurge += result.reclaimed
                 // Tracking clients hear of the keys that expired (and of any a plain read expired lazily).
@@ -417,8 +419,11 @@ final class ExpirySweeper: Sendable {
         guard timeout > 0 else { return }
         // As in Redis, subscribers are never idle: they wait for messages.
         let logger = state.logger
+        // Nor are blocked clients (WAIT, a pause): they wait for the server.
         for session in state.clients.all
-        where !session.isMonitor && !session.isSubscribed && now - session.lastInteractionTime > timeout * 1000 {
+        where !session.isMonitor && !session.isSubscribed && !session.isBlocked
+            && now - session.lastInteractionTime > timeout * 1000
+        {
             session.closeUnlessTakingReplies(now: now) {
                 logger.info("Closing idle client", metadata: ["client": "\(session.remoteAddress)"])
             }

@@ -365,6 +365,40 @@ package final class ClientSession: @unchecked Sendable {
     /// Clears the mark of a changed watched key, after the registry has forgotten this client's keys.
     package func clearWatchDirty() { watchDirty.store(false, ordering: .relaxed) }
 
+    // MARK: blocking
+
+    /// How a client's command waits (``BlockedClients``).
+    package enum BlockKind: UInt8, Sendable {
+        case none
+        /// A pause holds the command back: it has not run, and runs again when the pause ends.
+        case postponed
+        /// WAIT ran and blocks: its reply comes at its timeout or with CLIENT UNBLOCK.
+        case waiting
+    }
+
+    /// Whether, and how, the command just run waits; the connection stops running commands until it is
+    /// released. On the connection's event loop only.
+    @exclusivity(unchecked) package private(set) var blockKind = BlockKind.none
+    /// When the wait ends on its own, in the server clock's milliseconds: the pause's end for a postponed
+    /// command, WAIT's timeout (0 for none) for a waiting one.
+    @exclusivity(unchecked) package private(set) var blockDeadline: Int64 = 0
+    private let blockedFlag = Atomic<Bool>(false)
+
+    /// Whether the client waits (CLIENT LIST's `b` flag; exempt from the idle timeout). Read by other threads.
+    package var isBlocked: Bool { blockedFlag.load(ordering: .relaxed) }
+
+    package func block(_ kind: BlockKind, until deadline: Int64) {
+        blockKind = kind
+        blockDeadline = deadline
+        blockedFlag.store(true, ordering: .relaxed)
+    }
+
+    package func unblock() {
+        blockKind = .none
+        blockDeadline = 0
+        blockedFlag.store(false, ordering: .relaxed)
+    }
+
     // MARK: out-of-band messages
 
     /// Where pub/sub messages and invalidations for this client go. Set once, before the session is
@@ -377,4 +411,6 @@ package protocol SessionOutlet: Sendable {
     /// Runs `write` on the client's event loop with the client's session and its output buffer, and sends
     /// what it wrote. Calls from one thread arrive in the order they were made.
     func send(_ write: @escaping @Sendable (ClientSession, inout ByteBuffer) -> Void)
+    /// Releases the client from a wait (``BlockedClients``), on its event loop.
+    func release(_ release: BlockedClients.Release)
 }

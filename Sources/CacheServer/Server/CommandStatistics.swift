@@ -177,6 +177,12 @@ package final class CommandStatistics: Sendable {
         Self.bump(counters[slot].rejected)
     }
 
+    /// A call counted already whose reply, sent later, is an error (WAIT released by CLIENT UNBLOCK ... ERROR).
+    package func recordFailure(slot: Int) {
+        guard slot >= 0 else { return }
+        Self.bump(counters[slot].failed)
+    }
+
     /// An error reply whose first word is `prefix`.
     package func recordError(prefix: String) {
         errors.withLock { $0[prefix, default: 0] += 1 }

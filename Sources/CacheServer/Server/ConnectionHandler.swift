@@ -123,9 +123,12 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         closing = true
         reference?.handler = nil
         reference = nil
+        blockTimer?.cancel()
+        blockTimer = nil
         if let session {
             server.clients.remove(session.id)
             server.monitors.remove(id: session.id)
+            if session.isBlocked { server.blocked.remove(session.id) }
             if session.tracking != nil { server.tracking.disable(session.id) }
             if !session.watchedKeys.isEmpty { server.unwatchAll(session) }
             if session.modes.contains(.subscribed) {
@@ -148,6 +151,11 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         func send(_ write: @escaping @Sendable (ClientSession, inout ByteBuffer) -> Void) {
             let reference = self.reference
             reference.eventLoop.execute { reference.value.handler?.deliver(write) }
+        }
+
+        func release(_ release: BlockedClients.Release) {
+            let reference = self.reference
+            reference.eventLoop.execute { reference.value.handler?.release(release) }
         }
     }
 
@@ -189,6 +197,11 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         refreshLimits()
         let now = server.clock.nowMilliseconds()
         session.noteInteraction(now)
+        // A client that waits (WAIT, a pause) sends on; what it sends runs once it is released.
+        if session.blockKind != .none {
+            holdInput(&incoming, context: context)
+            return
+        }
         if var assembly = pending {
             pending = nil
             guard complete(&assembly, from: &incoming, session: session, now: now, context: context) else { return }
@@ -231,6 +244,9 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
 
     private enum Step {
         case consumed(Int)
+        /// The command made the client wait (``ClientSession/blockKind``): the bytes it consumed (none when a
+        /// pause holds it back, to run it again later).
+        case blocked(Int)
         case needMore
         case failed(RESPProtocolError)
     }
@@ -243,6 +259,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
                 switch try parser.parse(bytes, limits: limits, authenticated: session.authenticated) {
                 case .command(let consumed, let isInline):
                     run(bytes, isInline: isInline, session: session, now: now)
+                    if session.blockKind != .none { return .blocked(session.blockKind == .postponed ? 0 : consumed) }
                     return .consumed(consumed)
                 case .skip(let consumed):
                     return .consumed(consumed)
@@ -263,6 +280,11 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             case .consumed(let n):
                 buffer.moveReaderIndex(forwardBy: n)
                 afterCommand(session: session, context: context)
+            case .blocked(let n):
+                buffer.moveReaderIndex(forwardBy: n)
+                if buffer.readableBytes > 0 { keepPending(&buffer, context: context) }
+                startWaiting(session: session, context: context)
+                return
             case .needMore:
                 keepPending(&buffer, context: context)
                 return
@@ -315,6 +337,13 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
                 incoming.moveReaderIndex(to: incoming.readerIndex - (assembly.readableBytes - n))
                 afterCommand(session: session, context: context)
                 return !closing
+            case .blocked(let n):
+                // Keep what follows the command: the rest of the assembly, then the rest of the read.
+                assembly.moveReaderIndex(forwardBy: n)
+                assembly.writeBuffer(&incoming)
+                if assembly.readableBytes > 0 { keepPending(&assembly, context: context) }
+                startWaiting(session: session, context: context)
+                return false
             case .needMore:
                 guard incoming.readableBytes > 0 else {
                     keepPending(&assembly, context: context)
@@ -459,6 +488,94 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         // Keep the storage: once the channel has written it (usually within the flush that follows), the
         // next replies go into the same memory instead of a new allocation.
         output.clear()
+    }
+
+    // MARK: waiting clients
+
+    /// When a waiting client's wait ends on its own (the pause's end, WAIT's timeout), if it does.
+    @exclusivity(unchecked) private var blockTimer: Scheduled<Void>?
+
+    /// The command just run made the client wait: replies so far go out, and a timer is set for the wait's end.
+    private func startWaiting(session: ClientSession, context: ChannelHandlerContext) {
+        guard !closing else { return }
+        flush(context: context)
+        scheduleWaitEnd(session: session, context: context)
+    }
+
+    private func scheduleWaitEnd(session: ClientSession, context: ChannelHandlerContext) {
+        blockTimer?.cancel()
+        blockTimer = nil
+        let deadline = session.blockDeadline
+        guard deadline > 0 else { return }
+        let delay = max(1, deadline - server.clock.nowMilliseconds() + 1)
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        blockTimer = context.eventLoop.scheduleTask(in: .milliseconds(delay)) { handler.value.waitEnded() }
+    }
+
+    /// The timer of the wait fired: WAIT times out; a pause that has run out ends (releasing every client it
+    /// held, this one included), and one that was extended is waited for again.
+    private func waitEnded() {
+        blockTimer = nil
+        guard !closing, let session, let context else { return }
+        switch session.blockKind {
+        case .none:
+            return
+        case .waiting:
+            if server.blocked.endWait(session.id) { release(.timeout) }
+        case .postponed:
+            let now = server.clock.nowMilliseconds()
+            if let end = server.blocked.pauseEnd(now: now) {
+                session.block(.postponed, until: end)
+                scheduleWaitEnd(session: session, context: context)
+            }
+        }
+    }
+
+    /// Ends the client's wait: WAIT is answered (0 replicas; an error for CLIENT UNBLOCK ... ERROR), a held
+    /// command runs now, and so do the commands that arrived meanwhile.
+    private func release(_ release: BlockedClients.Release) {
+        guard !closing, let session, let context else { return }
+        switch (session.blockKind, release) {
+        case (.waiting, .timeout), (.waiting, .error), (.postponed, .resume):
+            break
+        default:
+            return
+        }
+        blockTimer?.cancel()
+        blockTimer = nil
+        refreshLimits()
+        if session.blockKind == .waiting {
+            let start = output.writerIndex
+            if release == .error {
+                output.writeRESPError(BlockingCommands.unblockedError)
+                // As Redis: the error counts for errorstats and as a failed WAIT.
+                BlockingCommands.countUnblockError(session: session, server: server)
+            } else {
+                output.writeRESPInteger(0)
+            }
+            // CLIENT REPLY OFF or SKIP (set before WAIT) applies to the reply now.
+            if session.replyOff || session.replySkip || session.replySkipNext {
+                CommandExecutor.dropReply(&output, session, from: start, to: output.writerIndex)
+            }
+        }
+        session.unblock()
+        if var buffer = pending {
+            pending = nil
+            if let lane { server.transactions.enter(lane) }
+            process(&buffer, session: session, now: server.clock.nowMilliseconds(), context: context)
+            if let lane { server.transactions.leave(lane) }
+        }
+        flush(context: context)
+    }
+
+    /// Keeps what a waiting client sends, within the query buffer limit.
+    private func holdInput(_ incoming: inout ByteBuffer, context: ChannelHandlerContext) {
+        if pending == nil {
+            pending = incoming
+        } else {
+            pending!.writeBuffer(&incoming)
+        }
+        if let held = pending?.readableBytes, held > queryBufferLimit { closeForQueryBufferLimit(held, context: context) }
     }
 
     // MARK: slow readers

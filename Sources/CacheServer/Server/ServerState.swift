@@ -27,6 +27,8 @@ package final class ServerState: Sendable {
     package let slowLog = SlowLog()
     /// LATENCY.
     package let latency = LatencyMonitor()
+    /// CLIENT PAUSE, and the clients it holds or WAIT blocks.
+    package let blocked = BlockedClients()
     /// Where ``evictToLimit(now:)`` starts next.
     private let evictionStart = Atomic<Int>(0)
     /// Snapshot saves and the startup load.
@@ -140,6 +142,8 @@ package final class ServerState: Sendable {
         let budget = keyspace.budget
         guard budget.isOverLimit else { return .withinLimit }
         guard budget.policy != .noEviction else { return .nothingToEvict }
+        // As Redis: while CLIENT PAUSE holds clients, the dataset stands still; eviction waits for the pause's end.
+        guard blocked.pauseMode(now: now) == .none else { return .withinLimit }
         keyspace.refreshDatabasesInUse()
         // Start at another shard each time, so that no shard is emptied first.
         let start = evictionStart.wrappingAdd(1, ordering: .relaxed).newValue % Keyspace.shardCount

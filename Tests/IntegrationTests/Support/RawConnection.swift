@@ -120,6 +120,18 @@ final class RawConnection {
         }
     }
 
+    /// Whether the server stays silent (sends nothing and keeps the connection open) for `interval`.
+    func silent(for interval: TimeInterval) throws -> Bool {
+        guard pending.isEmpty else { return false }
+        do {
+            // Bytes, or the end of the connection, before the interval is over.
+            _ = try fill(until: Date().addingTimeInterval(interval))
+            return false
+        } catch is ReadTimedOut {
+            return true
+        }
+    }
+
     /// Reads what is available into `pending`; false at end of file.
     private func fill(until deadline: Date) throws -> Bool {
         var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)

@@ -314,6 +314,24 @@ package enum CommandRegistry {
     ]
 
     static let server: [CommandSpec] = [
+        CommandSpec("acl", arity: -2, flags: [], categories: ["slow"], group: "server", since: "6.0.0",
+                    summary: "A container for Access List Control commands", complexity: "Depends on subcommand.",
+                    subcommands: subcommands("acl", [
+                        ("cat", -2, "List the ACL categories or the commands inside a category"),
+                        ("deluser", -3, "Remove the specified ACL users and the associated rules"),
+                        ("dryrun", -4, "Returns whether the user can execute the given command without executing the command."),
+                        ("genpass", -2, "Generate a pseudorandom secure password to use for ACL users"),
+                        ("getuser", 3, "Get the rules for a specific ACL user"),
+                        ("list", 2, "List the current ACL rules in ACL config file format"),
+                        ("load", 2, "Reload the ACLs from the configured ACL file"),
+                        ("log", -2, "List latest events denied because of ACLs in place"),
+                        ("save", 2, "Save the current ACL rules in the configured ACL file"),
+                        ("setuser", -3, "Modify or create the rules for a specific ACL user"),
+                        ("users", 2, "List the username of all the configured ACL rules"),
+                        ("whoami", 2, "Return the name of the user associated to the current connection"),
+                        ("help", 2, "Show helpful text about the different subcommands"),
+                    ], administrative: ["deluser", "dryrun", "getuser", "list", "load", "log", "save", "setuser", "users"]),
+                    handler: AclCommands.acl),
         CommandSpec("latency", arity: -2, flags: [], categories: ["slow"], group: "server", since: "2.8.13",
                     summary: "A container for latency diagnostics commands", complexity: "Depends on subcommand.",
                     subcommands: [

@@ -81,16 +81,16 @@ package enum ConnectionCommands {
         return difference == 0
     }
 
-    /// Authenticates `session` as `user` with `password`; true on success.
+    /// Authenticates `session` as `user` with `password`; true on success. A failure is logged for ACL LOG.
     static func authenticate(_ c: inout CommandContext, user: UnsafeRawBufferPointer, password: UnsafeRawBufferPointer)
         -> Bool
     {
         let required = c.server.config.requirePass
-        guard user.elementsEqual("default".utf8) else { return false }
-        if required.isEmpty || passwordMatches(password, required) {
+        if user.elementsEqual("default".utf8) && (required.isEmpty || passwordMatches(password, required)) {
             c.session.authenticated = true
             return true
         }
+        AclCommands.recordFailure(c, username: user)
         return false
     }
 
@@ -280,6 +280,10 @@ package enum ConnectionCommands {
             "memory": ["usage", "doctor", "malloc-stats", "purge", "stats", "help"],
             "slowlog": ["get", "len", "reset", "help"],
             "latency": ["doctor", "reset", "latest", "history", "histogram", "help"],
+            "acl": [
+                "cat", "deluser", "dryrun", "genpass", "getuser", "list", "load", "log", "save", "setuser", "users",
+                "whoami", "help",
+            ],
         ]
         if known[command]?.contains(sub) == true {
             c.error(ReplyError.wrongArity("\(command)|\(sub)"))

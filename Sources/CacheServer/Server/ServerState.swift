@@ -29,6 +29,8 @@ package final class ServerState: Sendable {
     package let latency = LatencyMonitor()
     /// CLIENT PAUSE, and the clients it holds or WAIT blocks.
     package let blocked = BlockedClients()
+    /// ACL LOG: failed authentications.
+    package let authFailures = AuthFailureLog()
     /// Where ``evictToLimit(now:)`` starts next.
     private let evictionStart = Atomic<Int>(0)
     /// Snapshot saves and the startup load.

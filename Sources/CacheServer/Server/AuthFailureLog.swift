@@ -1,0 +1,52 @@
+import Synchronization
+
+/// ACL LOG: the failed authentications (AUTH, HELLO ... AUTH), as Redis logs them. A failure like one of the
+/// ten most recent entries (the same command name as sent, username and context) within a minute of it counts
+/// in that entry instead of adding one. The newest entries are kept, `maxEntries` at most.
+package final class AuthFailureLog: Sendable {
+    package struct Entry: Sendable {
+        package var count: Int
+        /// `toplevel`, or `multi` inside a transaction.
+        package let context: String
+        /// The command's name as the client sent it.
+        package let object: String
+        package let username: String
+        /// When the entry was last counted, in the server clock's milliseconds.
+        package var time: Int64
+        /// CLIENT LIST's line for the client that failed last.
+        package var clientInfo: String
+    }
+
+    /// Redis's `acllog-max-len` default.
+    package static let maxEntries = 128
+    /// How far apart two failures may be and still count in one entry.
+    static let groupingWindow: Int64 = 60_000
+
+    /// Newest first.
+    private let entries = Mutex<[Entry]>([])
+
+    package init() {}
+
+    package func record(context: String, object: String, username: String, clientInfo: String, now: Int64) {
+        entries.withLock { entries in
+            if let i = entries.prefix(10).firstIndex(where: {
+                $0.context == context && $0.object == object && $0.username == username
+                    && now - $0.time <= Self.groupingWindow
+            }) {
+                entries[i].count += 1
+                entries[i].time = now
+                entries[i].clientInfo = clientInfo
+                return
+            }
+            entries.insert(
+                Entry(count: 1, context: context, object: object, username: username, time: now, clientInfo: clientInfo),
+                at: 0)
+            if entries.count > Self.maxEntries { entries.removeLast(entries.count - Self.maxEntries) }
+        }
+    }
+
+    /// The newest `limit` entries, newest first.
+    package func newest(_ limit: Int) -> [Entry] { entries.withLock { Array($0.prefix(max(0, limit))) } }
+
+    package func reset() { entries.withLock { $0.removeAll() } }
+}

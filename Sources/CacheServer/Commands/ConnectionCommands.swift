@@ -280,6 +280,7 @@ package enum ConnectionCommands {
             "memory": ["usage", "doctor", "malloc-stats", "purge", "stats", "help"],
             "slowlog": ["get", "len", "reset", "help"],
             "latency": ["doctor", "reset", "latest", "history", "histogram", "help"],
+            "cluster": ["addslots", "addslotsrange", "bumpepoch", "count-failure-reports", "countkeysinslot", "delslots", "delslotsrange", "failover", "flushslots", "forget", "getkeysinslot", "help", "info", "keyslot", "links", "meet", "myid", "nodes", "replicas", "replicate", "reset", "saveconfig", "set-config-epoch", "setslot", "shards", "slaves", "slots"],
             "acl": [
                 "cat", "deluser", "dryrun", "genpass", "getuser", "list", "load", "log", "save", "setuser", "users",
                 "whoami", "help",

@@ -256,6 +256,7 @@ extension ConfigurationDirective {
         .integer("tracking-table-max-keys", .runtime, \.trackingTableMaxKeys, in: 0...Int.max),
         .integer("slowlog-log-slower-than", .runtime, \.slowlogLogSlowerThan, in: -1...Int.max),
         .integer("slowlog-max-len", .runtime, \.slowlogMaxLen, in: 0...Int.max),
+        .integer("acllog-max-len", .runtime, \.acllogMaxLen, in: 0...Int.max),
         .integer("latency-monitor-threshold", .runtime, \.latencyMonitorThreshold, in: 0...Int.max),
         .boolean("latency-tracking", .runtime, \.latencyTracking),
         latencyPercentilesDirective,

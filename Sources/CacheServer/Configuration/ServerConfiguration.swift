@@ -97,6 +97,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// The most entries SLOWLOG keeps; older ones are dropped (`slowlog-max-len`).
     public var slowlogMaxLen: Int = 128
 
+    /// The most entries ACL LOG keeps; older ones are dropped when a new one comes (`acllog-max-len`).
+    public var acllogMaxLen: Int = 128
+
     /// Whether each command's latencies are counted for INFO latencystats and LATENCY HISTOGRAM
     /// (`latency-tracking`).
     public var latencyTracking = true

@@ -2,7 +2,8 @@ import Synchronization
 
 /// ACL LOG: the failed authentications (AUTH, HELLO ... AUTH), as Redis logs them. A failure like one of the
 /// ten most recent entries (the same command name as sent, username and context) within a minute of it counts
-/// in that entry instead of adding one. The newest entries are kept, `maxEntries` at most.
+/// in that entry instead of adding one. The newest entries are kept: when one is added, the oldest beyond
+/// ``maxEntries`` (`acllog-max-len`) go.
 package final class AuthFailureLog: Sendable {
     package struct Entry: Sendable {
         package var count: Int
@@ -17,8 +18,12 @@ package final class AuthFailureLog: Sendable {
         package var clientInfo: String
     }
 
-    /// Redis's `acllog-max-len` default.
-    package static let maxEntries = 128
+    /// `acllog-max-len`.
+    package var maxEntries: Int {
+        get { limit.load(ordering: .relaxed) }
+        set { limit.store(newValue, ordering: .relaxed) }
+    }
+    private let limit = Atomic<Int>(128)
     /// How far apart two failures may be and still count in one entry.
     static let groupingWindow: Int64 = 60_000
 
@@ -41,7 +46,8 @@ package final class AuthFailureLog: Sendable {
             entries.insert(
                 Entry(count: 1, context: context, object: object, username: username, time: now, clientInfo: clientInfo),
                 at: 0)
-            if entries.count > Self.maxEntries { entries.removeLast(entries.count - Self.maxEntries) }
+            let maxEntries = self.maxEntries
+            if entries.count > maxEntries { entries.removeLast(entries.count - maxEntries) }
         }
     }
 

@@ -85,6 +85,7 @@ package final class ServerState: Sendable {
         stopWritesArmed.store(Self.stopsWrites(configuration), ordering: .relaxed)
         Self.applyMemorySettings(configuration, to: keyspace.budget)
         slowLog.configure(thresholdMicroseconds: configuration.slowlogLogSlowerThan, maxLength: configuration.slowlogMaxLen)
+        authFailures.maxEntries = configuration.acllogMaxLen
         latency.configure(thresholdMilliseconds: configuration.latencyMonitorThreshold)
     }
 
@@ -116,6 +117,7 @@ package final class ServerState: Sendable {
             latencyTrackingOn.store(config.latencyTracking, ordering: .relaxed)
             stopWritesArmed.store(Self.stopsWrites(config), ordering: .relaxed)
             slowLog.configure(thresholdMicroseconds: config.slowlogLogSlowerThan, maxLength: config.slowlogMaxLen)
+            authFailures.maxEntries = config.acllogMaxLen
             latency.configure(thresholdMilliseconds: config.latencyMonitorThreshold)
             Self.applyMemorySettings(config, to: keyspace.budget)
             return .success(())

@@ -93,6 +93,8 @@ struct MonitorLiveTests {
             ["CLIENT", "ID"],  // not admin
             ["NO-SUCH-COMMAND"],
             ["GET"],  // wrong arity
+            ["MIGRATE", "127.0.0.1", "1", "nokey", "0", "10", "AUTH", "pw"],  // NOKEY: no connection
+            ["MIGRATE", "127.0.0.1", "1", "", "0", "10", "COPY", "AUTH2", "user", "pw", "KEYS", "a"],
             ["PING"],
         ]
 
@@ -104,6 +106,8 @@ struct MonitorLiveTests {
             #""AUTH" "(redacted)""#,
             #""HELLO" "2" "AUTH" "(redacted)" "(redacted)" "SETNAME" "me""#,
             #""CLIENT" "ID""#,
+            #""MIGRATE" "127.0.0.1" "1" "nokey" "0" "10" "AUTH" "(redacted)""#,
+            #""MIGRATE" "127.0.0.1" "1" "" "0" "10" "COPY" "AUTH2" "(redacted)" "(redacted)" "KEYS" "a""#,
             #""PING""#,
         ]
         for line in expected {

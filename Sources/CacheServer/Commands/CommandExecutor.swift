@@ -384,11 +384,28 @@ package enum CommandExecutor {
         return spec.flags.contains(.admin)
     }
 
-    /// The arguments MONITOR shows as `(redacted)`: AUTH's credentials and those of HELLO's AUTH option.
+    /// The arguments MONITOR shows as `(redacted)`: AUTH's credentials and those of HELLO's and MIGRATE's AUTH
+    /// options.
     static func redactedArguments(_ spec: CommandSpec, _ arguments: Arguments) -> Range<Int>? {
         switch spec.originalName {
         case "auth":
             return 1..<arguments.count
+        case "migrate":
+            var redacted: Range<Int>?
+            var j = 6
+            while j < arguments.count {
+                if arguments.matches(j, "auth") && j + 1 < arguments.count {
+                    redacted = (j + 1)..<(j + 2)
+                    j += 1
+                } else if arguments.matches(j, "auth2") && j + 2 < arguments.count {
+                    redacted = (j + 1)..<(j + 3)
+                    j += 2
+                } else if arguments.matches(j, "keys") {
+                    break
+                }
+                j += 1
+            }
+            return redacted
         case "hello":
             // HELLO [protover [AUTH username password] [SETNAME name]]: the options are read as HELLO reads them.
             var j = 2

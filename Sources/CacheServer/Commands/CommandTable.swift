@@ -35,12 +35,14 @@ package struct CommandFlags: OptionSet, Sendable {
     package static let transactionControl = CommandFlags(rawValue: 1 << 19)
     /// EXEC: refused, it ends the transaction with EXECABORT, naming the reason. Not a Redis flag.
     package static let exec = CommandFlags(rawValue: 1 << 20)
+    /// The keys are found by reading the arguments, not only at the table's positions (MIGRATE's KEYS).
+    package static let movableKeys = CommandFlags(rawValue: 1 << 21)
 
     static let names: [(CommandFlags, String)] = [
         (.write, "write"), (.readonly, "readonly"), (.denyoom, "denyoom"), (.admin, "admin"),
         (.pubsub, "pubsub"), (.noscript, "noscript"), (.loading, "loading"), (.stale, "stale"),
         (.skipSlowlog, "skip_slowlog"), (.fast, "fast"), (.noauth, "no_auth"), (.noAsyncLoading, "no_async_loading"), (.noMulti, "no_multi"),
-        (.allowBusy, "allow_busy"),
+        (.movableKeys, "movablekeys"), (.allowBusy, "allow_busy"),
     ]
 
     /// The flag names COMMAND INFO lists.

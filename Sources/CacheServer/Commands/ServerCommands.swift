@@ -491,7 +491,8 @@ package enum ServerCommands {
         guard spec.acceptsArgumentCount(argc) else { return c.error("ERR Invalid number of arguments specified for command") }
         let last = spec.lastKey < 0 ? argc + spec.lastKey : spec.lastKey
         guard spec.firstKey <= last, last < argc else { return c.error("ERR Invalid arguments specified for command") }
-        let positions = Array(stride(from: spec.firstKey, through: last, by: max(1, spec.keyStep)))
+        var positions = Array(stride(from: spec.firstKey, through: last, by: max(1, spec.keyStep)))
+        if spec.originalName == "migrate" { positions = MigrateCommand.keyPositions(a, offset: 2, count: argc) }
         c.arrayHeader(positions.count)
         for position in positions { c.bulk(a[position + 2]) }
     }

@@ -1,0 +1,139 @@
+import CacheCore
+import NIOCore
+import RESP
+
+/// MIGRATE host port key|"" destination-db timeout [COPY] [REPLACE] [AUTH password | AUTH2 username password]
+/// [KEYS key [key ...]]: moves keys to another server (cached-server or Redis) with RESTORE, as Redis does.
+///
+/// The keys' DUMP payloads and TTLs are sent in one pipeline (AUTH and SELECT first), the replies read, and each
+/// key the target restored is deleted here, unless COPY. As in Redis, the command holds the server while it
+/// talks to the target (`timeout` milliseconds for each step; 1000 when not positive): no other client's
+/// command runs between reading a key and deleting it, so no write is lost.
+enum MigrateCommand {
+    static func migrate(_ c: inout CommandContext) {
+        let a = c.arguments
+        var copy = false
+        var replace = false
+        var credentials: [[UInt8]] = []
+        var keyArguments = [3]
+        var j = 6
+        while j < a.count {
+            let more = a.count - 1 - j
+            if a.matches(j, "copy") {
+                copy = true
+            } else if a.matches(j, "replace") {
+                replace = true
+            } else if a.matches(j, "auth") {
+                guard more >= 1 else { return c.error(ReplyError.syntax) }
+                credentials = [Array(a[j + 1])]
+                j += 1
+            } else if a.matches(j, "auth2") {
+                guard more >= 2 else { return c.error(ReplyError.syntax) }
+                credentials = [Array(a[j + 1]), Array(a[j + 2])]
+                j += 2
+            } else if a.matches(j, "keys") {
+                guard a[3].isEmpty else {
+                    return c.error("ERR When using MIGRATE KEYS option, the key argument must be set to the empty string")
+                }
+                keyArguments = Array((j + 1)..<a.count)
+                break
+            } else {
+                return c.error(ReplyError.syntax)
+            }
+            j += 1
+        }
+        guard var timeout = c.integerArgument(5), let database = c.integerArgument(4) else { return }
+        if timeout <= 0 { timeout = 1000 }
+
+        // Run alone: with several event loops, the others wait until the keys are moved.
+        c.server.transactions.exclusively(from: c.session.lane) { run(&c, keyArguments, database, timeout, copy, replace, credentials) }
+    }
+
+    private static func run(
+        _ c: inout CommandContext, _ keyArguments: [Int], _ database: Int, _ timeout: Int, _ copy: Bool, _ replace: Bool,
+        _ credentials: [[UInt8]]
+    ) {
+        // The keys that exist, with their payloads and the time they have left.
+        var moving: [(argument: Int, payload: [UInt8], ttl: Int64)] = []
+        for i in keyArguments {
+            let hash = c.hash(i)
+            let shard = c.database.shard(for: hash)
+            shard.lock.lock()
+            if let index = shard.lookup(c.arguments[i], hash: hash, now: c.now) {
+                let entry = shard.entry(at: index)
+                moving.append((i, DumpPayload.encode(entry.value), entry.expiry.map { max(1, $0 - c.now) } ?? 0))
+            }
+            shard.lock.unlock()
+        }
+        guard !moving.isEmpty else { return c.simple("NOKEY") }
+
+        let step = timeout * 1_000_000
+        var request = ByteBuffer()
+        if !credentials.isEmpty { request.writeRESPCommand(arguments: [Array("AUTH".utf8)] + credentials) }
+        request.writeRESPCommand(arguments: [Array("SELECT".utf8), Array(String(database).utf8)])
+        for key in moving {
+            var arguments = [Array("RESTORE".utf8), Array(c.arguments[key.argument]), Array(String(key.ttl).utf8), key.payload]
+            if replace { arguments.append(Array("REPLACE".utf8)) }
+            request.writeRESPCommand(arguments: arguments)
+        }
+        let target: OutboundConnection
+        do {
+            target = try OutboundConnection(
+                host: c.arguments.string(1), port: c.arguments.integer(2) ?? 0, deadline: monotonicNanoseconds() + step)
+            try target.write(Array(buffer: request), deadline: monotonicNanoseconds() + step)
+        } catch {
+            return c.error(error == .connecting ? ioConnecting : ioWriting)
+        }
+
+        // The first error the target gave (AUTH's, SELECT's, then the keys' in order) is the answer; a key the
+        // target restored is removed here whatever happened to the other keys.
+        var targetError: [UInt8]?
+        do {
+            var preamble: [[UInt8]] = []
+            for _ in 0..<(credentials.isEmpty ? 1 : 2) { preamble.append(try target.readLine(deadline: monotonicNanoseconds() + step)) }
+            targetError = preamble.first { $0.first == UInt8(ascii: "-") }
+            // After a failed AUTH or SELECT, nothing the target says counts as restored.
+            let preambleFailed = targetError != nil
+            for key in moving {
+                let line = try target.readLine(deadline: monotonicNanoseconds() + step)
+                if line.first == UInt8(ascii: "-") || preambleFailed {
+                    if targetError == nil { targetError = line }
+                } else if !copy {
+                    remove(&c, key.argument)
+                }
+            }
+        } catch {
+            return c.error(ioReading)
+        }
+        if let targetError {
+            return c.reply.writeRESPError(bytes: Array("ERR Target instance replied with error: ".utf8) + targetError.dropFirst())
+        }
+        c.ok()
+    }
+
+    /// Deletes the key in argument `index` (moved to the target).
+    private static func remove(_ c: inout CommandContext, _ index: Int) {
+        let hash = c.hash(index)
+        let shard = c.database.shard(for: hash)
+        shard.lock.lock()
+        if let slot = shard.lookup(c.arguments[index], hash: hash, now: c.now) {
+            shard.remove(at: slot)
+            c.keyModified(index)
+        }
+        shard.lock.unlock()
+    }
+
+    static let ioConnecting = "IOERR error or timeout connecting to the client"
+    static let ioWriting = "IOERR error or timeout writing to target instance"
+    static let ioReading = "IOERR error or timeout reading to target instance"
+
+    /// The keys of a MIGRATE command line (COMMAND GETKEYS): those after KEYS, or the third argument.
+    static func keyPositions(_ arguments: Arguments, offset: Int, count: Int) -> [Int] {
+        var i = 6
+        while i < count {
+            if arguments.matches(offset + i, "keys") { return Array((i + 1)..<count) }
+            i += 1
+        }
+        return [3]
+    }
+}

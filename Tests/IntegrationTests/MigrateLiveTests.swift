@@ -1,0 +1,100 @@
+import CachedTestSupport
+import Foundation
+import Glibc
+import Testing
+
+/// MIGRATE between the two servers, both ways: cached-server's MIGRATE into redis-server, and redis-server's
+/// into cached-server (its RESTORE). What a one-connection corpus cannot show.
+@Suite("MIGRATE between servers", .serialized)
+struct MigrateLiveTests {
+    /// (source, target) pairs: each server moves keys into the other.
+    static let pairs: [(ServerProcess.Kind, ServerProcess.Kind)] = [(.cached, .redis), (.redis, .cached)]
+
+    @Test("keys move with their values and TTLs; COPY keeps them, REPLACE overwrites, KEYS moves several", arguments: pairs)
+    func moveKeys(_ source: ServerProcess.Kind, _ target: ServerProcess.Kind) throws {
+        let from = try ServerProcess.start(source)
+        defer { from.stop() }
+        let to = try ServerProcess.start(target)
+        defer { to.stop() }
+        let a = try from.connect()
+        let b = try to.connect()
+        let port = String(to.port)
+        let big = String(repeating: "0123456789", count: 50_000)
+        #expect(try a.command("SET", "plain", "value") == .status("OK"))
+        #expect(try a.command("SET", "counter", "12345") == .status("OK"))
+        #expect(try a.command("SET", "timed", big, "PX", "600000") == .status("OK"))
+
+        #expect(try a.command("MIGRATE", "127.0.0.1", port, "plain", "0", "5000") == .status("OK"))
+        #expect(try a.command("EXISTS", "plain") == .integer(0))
+        #expect(try b.command("GET", "plain") == .bulk("value"))
+        #expect(try a.command("MIGRATE", "127.0.0.1", port, "plain", "0", "5000") == .status("NOKEY"))
+
+        // Into database 2, keeping the source's key; the TTL goes with it.
+        #expect(try a.command("MIGRATE", "127.0.0.1", port, "timed", "2", "5000", "COPY") == .status("OK"))
+        #expect(try a.command("STRLEN", "timed") == .integer(500_000))
+        #expect(try b.command("SELECT", "2") == .status("OK"))
+        #expect(try b.command("GET", "timed") == .bulk(big))
+        guard case .integer(let ttl) = try b.command("PTTL", "timed") else {
+            Issue.record("PTTL is not an integer")
+            return
+        }
+        #expect(ttl > 590_000 && ttl <= 600_000)
+        #expect(try b.command("SELECT", "0") == .status("OK"))
+
+        // An existing key at the target: BUSYKEY, and the source keeps its key; REPLACE overwrites.
+        #expect(try b.command("SET", "counter", "old") == .status("OK"))
+        #expect(
+            try a.command("MIGRATE", "127.0.0.1", port, "counter", "0", "5000")
+                == .error("ERR Target instance replied with error: BUSYKEY Target key name already exists."))
+        #expect(try a.command("EXISTS", "counter") == .integer(1))
+        #expect(try a.command("MIGRATE", "127.0.0.1", port, "counter", "0", "5000", "REPLACE") == .status("OK"))
+        #expect(try b.command("GET", "counter") == .bulk("12345"))
+
+        // KEYS: the ones the target took leave the source, the one it refused stays.
+        for key in ["k1", "k2", "k3"] { #expect(try a.command("SET", key, "v-" + key) == .status("OK")) }
+        #expect(try b.command("SET", "k2", "taken") == .status("OK"))
+        #expect(
+            try a.command("MIGRATE", "127.0.0.1", port, "", "0", "5000", "KEYS", "k1", "k2", "k3", "missing")
+                == .error("ERR Target instance replied with error: BUSYKEY Target key name already exists."))
+        #expect(try a.command("EXISTS", "k1", "k2", "k3") == .integer(1))
+        #expect(try b.command("MGET", "k1", "k2", "k3") == .array([.bulk("v-k1"), .bulk("taken"), .bulk("v-k3")]))
+    }
+
+    @Test("AUTH and AUTH2 reach a target with a password; a wrong one leaves every key where it was", arguments: pairs)
+    func authenticatedTarget(_ source: ServerProcess.Kind, _ target: ServerProcess.Kind) throws {
+        let from = try ServerProcess.start(source)
+        defer { from.stop() }
+        let to = try ServerProcess.start(target, arguments: ["--requirepass", "secret"])
+        defer { to.stop() }
+        let a = try from.connect()
+        let port = String(to.port)
+        #expect(try a.command("MSET", "x", "1", "y", "2") == .status("OK"))
+        #expect(
+            try a.command("MIGRATE", "127.0.0.1", port, "x", "0", "5000", "AUTH", "wrong")
+                == .error("ERR Target instance replied with error: WRONGPASS invalid username-password pair or user is disabled."))
+        #expect(try a.command("EXISTS", "x") == .integer(1))
+        #expect(try a.command("MIGRATE", "127.0.0.1", port, "x", "0", "5000", "AUTH", "secret") == .status("OK"))
+        #expect(try a.command("MIGRATE", "127.0.0.1", port, "y", "0", "5000", "AUTH2", "default", "secret") == .status("OK"))
+        #expect(try a.command("EXISTS", "x", "y") == .integer(0))
+        let b = try to.connect()
+        #expect(try b.command("AUTH", "secret") == .status("OK"))
+        #expect(try b.command("MGET", "x", "y") == .array([.bulk("1"), .bulk("2")]))
+    }
+
+    @Test("a target that does not answer times out after the timeout, and the key stays", arguments: [ServerProcess.Kind.redis, .cached])
+    func silentTarget(_ source: ServerProcess.Kind) throws {
+        let from = try ServerProcess.start(source)
+        defer { from.stop() }
+        let (listener, port) = try listenOnLoopback()
+        defer { close(listener) }
+        let a = try from.connect()
+        #expect(try a.command("SET", "k", "v") == .status("OK"))
+        let start = Date()
+        #expect(
+            try a.command("MIGRATE", "127.0.0.1", String(port), "k", "0", "300")
+                == .error("IOERR error or timeout reading to target instance"))
+        let waited = Date().timeIntervalSince(start)
+        #expect(waited >= 0.25 && waited < 5, "MIGRATE gave up after \(waited) s")
+        #expect(try a.command("GET", "k") == .bulk("v"))
+    }
+}

@@ -212,4 +212,19 @@ struct TransactionLiveTests {
         #expect(try admin.command("CONFIG", "SET", "maxmemory", "0") == .status("OK"))
         #expect(try c.command("EXISTS", "before") == .integer(0))
     }
+
+    @Test("MIGRATE and CLIENT PAUSE inside EXEC, which needs the server to itself already, run", arguments: [ServerProcess.Kind.redis, .cached])
+    func serverWideCommandsInExec(_ kind: ServerProcess.Kind) throws {
+        let server = try Self.start(kind)
+        defer { server.stop() }
+        let c = try server.connect()
+        let other = try server.connect()
+        #expect(try c.command("MULTI") == .status("OK"))
+        #expect(try c.command("MIGRATE", "127.0.0.1", "1", "missing", "0", "100") == .status("QUEUED"))
+        #expect(try c.command("CLIENT", "PAUSE", "50", "WRITE") == .status("QUEUED"))
+        #expect(try c.command("SET", "k", "v") == .status("QUEUED"))
+        #expect(try c.command("EXEC") == .array([.status("NOKEY"), .status("OK"), .status("OK")]))
+        #expect(try other.command("GET", "k") == .bulk("v"))
+        #expect(try other.command("SET", "k", "w") == .status("OK"))
+    }
 }

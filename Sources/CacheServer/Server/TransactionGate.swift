@@ -25,6 +25,9 @@ package final class TransactionGate: Sendable {
         fileprivate let busy = Atomic<Bool>(false)
         /// Nesting of ``TransactionGate/enter(_:)`` on the loop; on the loop only.
         @exclusivity(unchecked) fileprivate var depth = 0
+        /// Whether the loop runs inside ``TransactionGate/exclusively(from:_:)`` (a command that needs the server
+        /// to itself, inside EXEC, has it already); on the loop only.
+        @exclusivity(unchecked) fileprivate var exclusive = false
 
         fileprivate init(gated: Bool) {
             self.gated = gated
@@ -89,10 +92,11 @@ package final class TransactionGate: Sendable {
         } while closed.load(ordering: .sequentiallyConsistent)
     }
 
-    /// Runs `body` (a transaction's commands) while no other event loop runs commands. `lane` is the lane of
-    /// the calling loop, which is inside ``enter(_:)``; nil runs `body` at once.
+    /// Runs `body` (a transaction's commands, MIGRATE, CLIENT PAUSE) while no other event loop runs commands.
+    /// `lane` is the lane of the calling loop, which is inside ``enter(_:)``; nil runs `body` at once, and so
+    /// does a call from inside another (MIGRATE in EXEC).
     package func exclusively<Result>(from lane: Lane?, _ body: () -> Result) -> Result {
-        guard let lane, lane.gated else { return body() }
+        guard let lane, lane.gated, !lane.exclusive else { return body() }
         // Not busy while waiting for the turn, so that the transaction holding it does not wait for this loop.
         lane.busy.store(false, ordering: .sequentiallyConsistent)
         let others = lanes.withLock { $0.all.filter { $0 !== lane } }
@@ -107,7 +111,11 @@ package final class TransactionGate: Sendable {
                 }
             }
             lane.busy.store(true, ordering: .sequentiallyConsistent)
-            defer { closed.store(false, ordering: .sequentiallyConsistent) }
+            lane.exclusive = true
+            defer {
+                lane.exclusive = false
+                closed.store(false, ordering: .sequentiallyConsistent)
+            }
             return body()
         }
     }

@@ -22,6 +22,15 @@ struct AclCommandTests {
         #expect(Self.counts(h) == [1, 3])
     }
 
+    @Test("a failure counted in an entry makes it the newest")
+    func countedEntryMovesToTheFront() {
+        let h = Harness(requirePass: "secret")
+        h.run("AUTH", "bob", "x")
+        h.run("AUTH", "carol", "y")
+        h.run("AUTH", "bob", "z")
+        #expect(h.server.authFailures.newest(10).map { "\($0.username):\($0.count)" } == ["bob:2", "carol:1"])
+    }
+
     @Test("only the ten newest entries are matched, and at most 128 are kept, newest first")
     func lookbackAndLimit() {
         let h = Harness(requirePass: "secret")

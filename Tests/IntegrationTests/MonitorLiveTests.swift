@@ -94,7 +94,7 @@ struct MonitorLiveTests {
             ["NO-SUCH-COMMAND"],
             ["GET"],  // wrong arity
             ["MIGRATE", "127.0.0.1", "1", "nokey", "0", "10", "AUTH", "pw"],  // NOKEY: no connection
-            ["MIGRATE", "127.0.0.1", "1", "", "0", "10", "COPY", "AUTH2", "user", "pw", "KEYS", "a"],
+            ["MIGRATE", "127.0.0.1", "1", "", "0", "10", "AUTH", "pw1", "COPY", "AUTH2", "user", "pw2", "KEYS", "a"],
             ["PING"],
         ]
 
@@ -107,7 +107,7 @@ struct MonitorLiveTests {
             #""HELLO" "2" "AUTH" "(redacted)" "(redacted)" "SETNAME" "me""#,
             #""CLIENT" "ID""#,
             #""MIGRATE" "127.0.0.1" "1" "nokey" "0" "10" "AUTH" "(redacted)""#,
-            #""MIGRATE" "127.0.0.1" "1" "" "0" "10" "COPY" "AUTH2" "(redacted)" "(redacted)" "KEYS" "a""#,
+            #""MIGRATE" "127.0.0.1" "1" "" "0" "10" "AUTH" "(redacted)" "COPY" "AUTH2" "(redacted)" "(redacted)" "KEYS" "a""#,
             #""PING""#,
         ]
         for line in expected {

@@ -120,12 +120,9 @@ enum AclCommands {
         }
         var names: [String] = []
         for spec in c.server.commands.commands where !spec.flags.contains(.unlisted) {
-            if spec.subcommands.isEmpty {
-                if spec.categories.contains(category) { names.append(spec.name) }
-            } else {
-                for sub in spec.listedSubcommands where sub.categories.contains(category) {
-                    names.append(spec.name + "|" + sub.name)
-                }
+            if spec.categories.contains(category) { names.append(spec.name) }
+            for sub in spec.listedSubcommands where sub.categories.contains(category) {
+                names.append(spec.name + "|" + sub.name)
             }
         }
         c.arrayHeader(names.count)
@@ -177,7 +174,7 @@ enum AclCommands {
             c.bulk("username")
             c.bulk(entry.username)
             c.bulk("age-seconds")
-            c.reply.writeRESPDouble(formatted: String(format: "%.17g", Double(c.now - entry.time) / 1000), v)
+            c.reply.writeRESPDouble(formatted: String(format: "%.17g", Double(max(0, c.now - entry.time)) / 1000), v)
             c.bulk("client-info")
             c.bulk(entry.clientInfo)
         }

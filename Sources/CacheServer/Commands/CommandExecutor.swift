@@ -172,7 +172,7 @@ package enum CommandExecutor {
         let spec = server.commands.commands[index]
         // As Redis: EXEC is not logged (its commands are).
         guard !spec.flags.contains(.skipSlowlog) else { return }
-        var redacted = Set(redactedArguments(spec, arguments) ?? 0..<0)
+        var redacted = redactedArguments(spec, arguments)
         // As Redis: CONFIG SET's password values are not logged.
         if spec.originalName == "config" && arguments.count > 3 && arguments.matches(1, "set") {
             for j in stride(from: 2, to: arguments.count - 1, by: 2)
@@ -384,21 +384,21 @@ package enum CommandExecutor {
         return spec.flags.contains(.admin)
     }
 
-    /// The arguments MONITOR shows as `(redacted)`: AUTH's credentials and those of HELLO's and MIGRATE's AUTH
-    /// options.
-    static func redactedArguments(_ spec: CommandSpec, _ arguments: Arguments) -> Range<Int>? {
+    /// The arguments MONITOR and SLOWLOG show as `(redacted)`: AUTH's credentials and those of every AUTH
+    /// option of HELLO and MIGRATE (and AUTH2).
+    static func redactedArguments(_ spec: CommandSpec, _ arguments: Arguments) -> Set<Int> {
         switch spec.originalName {
         case "auth":
-            return 1..<arguments.count
+            return Set(1..<arguments.count)
         case "migrate":
-            var redacted: Range<Int>?
+            var redacted: Set<Int> = []
             var j = 6
             while j < arguments.count {
                 if arguments.matches(j, "auth") && j + 1 < arguments.count {
-                    redacted = (j + 1)..<(j + 2)
+                    redacted.insert(j + 1)
                     j += 1
                 } else if arguments.matches(j, "auth2") && j + 2 < arguments.count {
-                    redacted = (j + 1)..<(j + 3)
+                    redacted.formUnion([j + 1, j + 2])
                     j += 2
                 } else if arguments.matches(j, "keys") {
                     break
@@ -409,11 +409,11 @@ package enum CommandExecutor {
         case "hello":
             // HELLO [protover [AUTH username password] [SETNAME name]]: the options are read as HELLO reads them.
             var j = 2
-            var redacted: Range<Int>?
+            var redacted: Set<Int> = []
             while j < arguments.count {
                 let more = arguments.count - 1 - j
                 if arguments.matches(j, "auth") && more >= 2 {
-                    redacted = (j + 1)..<(j + 3)
+                    redacted.formUnion([j + 1, j + 2])
                     j += 3
                 } else if arguments.matches(j, "setname") && more >= 1 {
                     j += 2
@@ -423,7 +423,7 @@ package enum CommandExecutor {
             }
             return redacted
         default:
-            return nil
+            return []
         }
     }
 
@@ -442,7 +442,7 @@ package enum CommandExecutor {
         let redacted = redactedArguments(spec, arguments)
         for i in 0..<arguments.count {
             line += " "
-            line += redacted?.contains(i) == true ? "\"(redacted)\"" : RESPText.quoted(arguments[i])
+            line += redacted.contains(i) ? "\"(redacted)\"" : RESPText.quoted(arguments[i])
         }
         var buffer = ByteBuffer()
         buffer.writeString(line)

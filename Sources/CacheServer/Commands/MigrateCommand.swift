@@ -53,57 +53,59 @@ enum MigrateCommand {
         _ c: inout CommandContext, _ keyArguments: [Int], _ database: Int, _ timeout: Int, _ copy: Bool, _ replace: Bool,
         _ credentials: [[UInt8]]
     ) {
-        // The keys that exist, with their payloads and the time they have left.
-        var moving: [(argument: Int, payload: [UInt8], ttl: Int64)] = []
+        // AUTH, SELECT, then a RESTORE (DUMP payload, the time left) for each key that exists.
+        var request = ByteBuffer()
+        if !credentials.isEmpty { request.writeRESPCommand(arguments: [Array("AUTH".utf8)] + credentials) }
+        request.writeRESPCommand(arguments: [Array("SELECT".utf8), Array(String(database).utf8)])
+        var moving: [Int] = []
         for i in keyArguments {
             let hash = c.hash(i)
             let shard = c.database.shard(for: hash)
             shard.lock.lock()
             if let index = shard.lookup(c.arguments[i], hash: hash, now: c.now) {
                 let entry = shard.entry(at: index)
-                moving.append((i, DumpPayload.encode(entry.value), entry.expiry.map { max(1, $0 - c.now) } ?? 0))
+                let ttl = entry.expiry.map { max(1, $0 - c.now) } ?? 0
+                var arguments = [Array("RESTORE".utf8), Array(c.arguments[i]), Array(String(ttl).utf8), DumpPayload.encode(entry.value)]
+                if replace { arguments.append(Array("REPLACE".utf8)) }
+                request.writeRESPCommand(arguments: arguments)
+                moving.append(i)
             }
             shard.lock.unlock()
         }
         guard !moving.isEmpty else { return c.simple("NOKEY") }
 
-        let step = timeout * 1_000_000
-        var request = ByteBuffer()
-        if !credentials.isEmpty { request.writeRESPCommand(arguments: [Array("AUTH".utf8)] + credentials) }
-        request.writeRESPCommand(arguments: [Array("SELECT".utf8), Array(String(database).utf8)])
-        for key in moving {
-            var arguments = [Array("RESTORE".utf8), Array(c.arguments[key.argument]), Array(String(key.ttl).utf8), key.payload]
-            if replace { arguments.append(Array("REPLACE".utf8)) }
-            request.writeRESPCommand(arguments: arguments)
-        }
+        // Nanoseconds per step; a timeout of 34 years or more counts as that much (no overflow).
+        let step = min(timeout, 1 << 40) * 1_000_000
         let target: OutboundConnection
         do {
             target = try OutboundConnection(
-                host: c.arguments.string(1), port: c.arguments.integer(2) ?? 0, deadline: monotonicNanoseconds() + step)
-            try target.write(Array(buffer: request), deadline: monotonicNanoseconds() + step)
+                host: c.arguments.string(1), port: c.arguments.integer(2) ?? 0, deadline: monotonicNanoseconds() &+ step)
+            try request.withUnsafeReadableBytes { bytes throws(OutboundConnection.Failure) in try target.write(bytes, step: step) }
         } catch {
             return c.error(error == .connecting ? ioConnecting : ioWriting)
         }
+        request = ByteBuffer()  // sent
 
         // The first error the target gave (AUTH's, SELECT's, then the keys' in order) is the answer; a key the
         // target restored is removed here whatever happened to the other keys.
         var targetError: [UInt8]?
         do {
             var preamble: [[UInt8]] = []
-            for _ in 0..<(credentials.isEmpty ? 1 : 2) { preamble.append(try target.readLine(deadline: monotonicNanoseconds() + step)) }
+            for _ in 0..<(credentials.isEmpty ? 1 : 2) { preamble.append(try target.readLine(step: step)) }
             targetError = preamble.first { $0.first == UInt8(ascii: "-") }
             // After a failed AUTH or SELECT, nothing the target says counts as restored.
             let preambleFailed = targetError != nil
-            for key in moving {
-                let line = try target.readLine(deadline: monotonicNanoseconds() + step)
+            for argument in moving {
+                let line = try target.readLine(step: step)
                 if line.first == UInt8(ascii: "-") || preambleFailed {
                     if targetError == nil { targetError = line }
                 } else if !copy {
-                    remove(&c, key.argument)
+                    remove(&c, argument)
                 }
             }
         } catch {
-            return c.error(ioReading)
+            // As Redis: an error the target gave before the connection failed is the answer.
+            if targetError == nil { return c.error(ioReading) }
         }
         if let targetError {
             return c.reply.writeRESPError(bytes: Array("ERR Target instance replied with error: ".utf8) + targetError.dropFirst())
@@ -127,12 +129,24 @@ enum MigrateCommand {
     static let ioWriting = "IOERR error or timeout writing to target instance"
     static let ioReading = "IOERR error or timeout reading to target instance"
 
-    /// The keys of a MIGRATE command line (COMMAND GETKEYS): those after KEYS, or the third argument.
-    static func keyPositions(_ arguments: Arguments, offset: Int, count: Int) -> [Int] {
-        var i = 6
-        while i < count {
-            if arguments.matches(offset + i, "keys") { return Array((i + 1)..<count) }
-            i += 1
+    /// The keys of a MIGRATE command line (COMMAND GETKEYS), found as Redis 7.0 finds them: when its key
+    /// specifications see a `KEYS` (searching back from the second-to-last argument), by reading the options
+    /// (AUTH and AUTH2 skip their arguments) up to `KEYS`, whose keys follow it; otherwise, and when no `KEYS`
+    /// is read, the key argument. Nil for `KEYS` after a key that is not empty: no keys.
+    static func keyPositions(_ arguments: Arguments, offset: Int, count: Int) -> [Int]? {
+        guard (1...max(1, count - 2)).reversed().contains(where: { arguments.matches(offset + $0, "keys") }) else {
+            return [3]
+        }
+        var j = 6
+        while j < count {
+            if arguments.matches(offset + j, "keys") {
+                return arguments[offset + 3].isEmpty ? Array((j + 1)..<count) : nil
+            } else if arguments.matches(offset + j, "auth") {
+                j += 1
+            } else if arguments.matches(offset + j, "auth2") {
+                j += 2
+            }
+            j += 1
         }
         return [3]
     }

@@ -492,7 +492,12 @@ package enum ServerCommands {
         let last = spec.lastKey < 0 ? argc + spec.lastKey : spec.lastKey
         guard spec.firstKey <= last, last < argc else { return c.error("ERR Invalid arguments specified for command") }
         var positions = Array(stride(from: spec.firstKey, through: last, by: max(1, spec.keyStep)))
-        if spec.originalName == "migrate" { positions = MigrateCommand.keyPositions(a, offset: 2, count: argc) }
+        if spec.originalName == "migrate" {
+            guard let found = MigrateCommand.keyPositions(a, offset: 2, count: argc) else {
+                return c.error("ERR Invalid arguments specified for command")
+            }
+            positions = found
+        }
         c.arrayHeader(positions.count)
         for position in positions { c.bulk(a[position + 2]) }
     }

@@ -2,7 +2,7 @@ import Synchronization
 
 /// ACL LOG: the failed authentications (AUTH, HELLO ... AUTH), as Redis logs them. A failure like one of the
 /// ten most recent entries (the same command name as sent, username and context) within a minute of it counts
-/// in that entry instead of adding one. The newest entries are kept: when one is added, the oldest beyond
+/// in that entry, which becomes the newest, instead of adding one. The newest entries are kept: when one is added, the oldest beyond
 /// ``maxEntries`` (`acllog-max-len`) go.
 package final class AuthFailureLog: Sendable {
     package struct Entry: Sendable {
@@ -38,9 +38,12 @@ package final class AuthFailureLog: Sendable {
                 $0.context == context && $0.object == object && $0.username == username
                     && now - $0.time <= Self.groupingWindow
             }) {
-                entries[i].count += 1
-                entries[i].time = now
-                entries[i].clientInfo = clientInfo
+                // Counted, and moved to the front: it is the newest now.
+                var entry = entries.remove(at: i)
+                entry.count += 1
+                entry.time = now
+                entry.clientInfo = clientInfo
+                entries.insert(entry, at: 0)
                 return
             }
             entries.insert(

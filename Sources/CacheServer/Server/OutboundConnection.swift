@@ -13,84 +13,113 @@ final class OutboundConnection {
     }
 
     private let descriptor: CInt
-    /// Bytes read and not consumed yet.
+    /// Bytes read and not consumed yet: from ``start`` on.
     private var received: [UInt8] = []
+    private var start = 0
 
     /// Connects to `host` (a name or an address) and `port`, waiting until `deadline` (monotonic nanoseconds).
-    /// A connection the target refuses is reported when it is written to, as Redis reports it.
+    /// Each address the name resolves to is tried, as Redis does; a connection that is under way is taken,
+    /// and one the target then refuses is reported when it is written to, as Redis reports it.
     init(host: String, port: Int, deadline: Int) throws(Failure) {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var found: UnsafeMutablePointer<addrinfo>?
-        guard (0...65535).contains(port), getaddrinfo(host, String(port), &hints, &found) == 0, let address = found else {
-            throw .connecting
-        }
+        guard (0...65535).contains(port), getaddrinfo(host, String(port), &hints, &found) == 0 else { throw .connecting }
         defer { freeaddrinfo(found) }
-        let descriptor = socket(
-            address.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue),
-            0)
-        guard descriptor >= 0 else { throw .connecting }
-        self.descriptor = descriptor
-        if connect(descriptor, address.pointee.ai_addr, address.pointee.ai_addrlen) != 0 && errno != EINPROGRESS {
-            return  // refused at once: the first write fails
+        var chosen: CInt = -1
+        var next = found
+        while let address = next, chosen < 0 {
+            next = address.pointee.ai_next
+            let candidate = socket(
+                address.pointee.ai_family,
+                Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard candidate >= 0 else { continue }
+            if connect(candidate, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 || errno == EINPROGRESS {
+                chosen = candidate
+            } else {
+                close(candidate)
+            }
         }
+        guard chosen >= 0 else { throw .connecting }
+        // From here on, deinit closes the socket, whether or not this initializer throws.
+        self.descriptor = chosen
         var one: CInt = 1
-        setsockopt(descriptor, CInt(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<CInt>.size))
-        guard Self.wait(descriptor, for: Int16(POLLOUT), until: deadline) else {
-            close(descriptor)
-            throw .connecting
-        }
+        setsockopt(chosen, CInt(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<CInt>.size))
+        guard Self.wait(chosen, for: Int16(POLLOUT), until: deadline) != 0 else { throw .connecting }
     }
 
     deinit { close(descriptor) }
 
-    /// Sends all of `bytes` by `deadline`.
-    func write(_ bytes: [UInt8], deadline: Int) throws(Failure) {
+    /// Sends all of `bytes`, each part within `step` nanoseconds of the one before (as Redis allows its timeout
+    /// per write). What the target answers meanwhile is read and kept, so that a target that stops reading
+    /// while its replies wait does not stall the transfer.
+    func write(_ bytes: UnsafeRawBufferPointer, step: Int) throws(Failure) {
         var sent = 0
+        var deadline = monotonicNanoseconds() &+ step
         while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { send(descriptor, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            let n = send(descriptor, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
             if n > 0 {
                 sent += n
+                deadline = monotonicNanoseconds() &+ step
             } else if n < 0 && (errno == EAGAIN || errno == EINTR) {
-                guard Self.wait(descriptor, for: Int16(POLLOUT), until: deadline) else { throw .writing }
+                let ready = Self.wait(descriptor, for: Int16(POLLOUT) | Int16(POLLIN), until: deadline)
+                guard ready != 0 else { throw .writing }
+                if ready & Int16(POLLIN) != 0 {
+                    do { try receive() } catch { throw .writing }
+                }
             } else {
                 throw .writing
             }
         }
     }
 
-    /// The next line the target sends (a simple reply: `+OK`, `-ERR ...`), without its CRLF, by `deadline`.
-    func readLine(deadline: Int) throws(Failure) -> [UInt8] {
+    /// The next line the target sends (a simple reply: `+OK`, `-ERR ...`), without its CRLF, within `step`
+    /// nanoseconds.
+    func readLine(step: Int) throws(Failure) -> [UInt8] {
+        let deadline = monotonicNanoseconds() &+ step
         while true {
-            if let end = received.firstIndex(of: UInt8(ascii: "\n")) {
-                var line = Array(received[..<end])
-                received.removeFirst(end + 1)
+            if let end = received[start...].firstIndex(of: UInt8(ascii: "\n")) {
+                var line = Array(received[start..<end])
+                start = end + 1
+                if start == received.count {
+                    received.removeAll(keepingCapacity: true)
+                    start = 0
+                }
                 if line.last == UInt8(ascii: "\r") { line.removeLast() }
                 return line
             }
-            guard received.count < 64 * 1024 else { throw .reading }
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            let n = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-            if n > 0 {
-                received += chunk[..<n]
-            } else if n < 0 && (errno == EAGAIN || errno == EINTR) {
-                guard Self.wait(descriptor, for: Int16(POLLIN), until: deadline) else { throw .reading }
-            } else {
-                throw .reading
-            }
+            guard received.count - start < 64 * 1024 else { throw .reading }
+            guard Self.wait(descriptor, for: Int16(POLLIN), until: deadline) != 0 else { throw .reading }
+            try receive()
         }
     }
 
-    /// Whether `descriptor` is ready for `events` before `deadline` (monotonic nanoseconds).
-    private static func wait(_ descriptor: CInt, for events: Int16, until deadline: Int) -> Bool {
+    /// Reads what the target has sent (without waiting) into ``received``.
+    private func receive() throws(Failure) {
+        if start > 0 && start >= received.count / 2 {
+            received.removeFirst(start)
+            start = 0
+        }
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        let n = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        if n > 0 {
+            received += chunk[..<n]
+        } else if n == 0 || (errno != EAGAIN && errno != EINTR) {
+            throw .reading
+        }
+    }
+
+    /// The events `descriptor` is ready for before `deadline` (monotonic nanoseconds), or 0 when it is not.
+    private static func wait(_ descriptor: CInt, for events: Int16, until deadline: Int) -> Int16 {
         var entry = pollfd(fd: descriptor, events: events, revents: 0)
         while true {
-            let left = (deadline - monotonicNanoseconds()) / 1_000_000
-            guard left > 0 else { return false }
-            let ready = poll(&entry, 1, Int32(min(left, Int(Int32.max))))
-            if ready > 0 { return true }
-            if ready == 0 || errno != EINTR { return false }
+            let left = deadline &- monotonicNanoseconds()
+            guard left > 0 else { return 0 }
+            // Rounded up: a deadline less than a millisecond away still gets its poll.
+            let ready = poll(&entry, 1, Int32(min((left + 999_999) / 1_000_000, Int(Int32.max))))
+            if ready > 0 { return entry.revents == 0 ? events : entry.revents }
+            if ready == 0 || errno != EINTR { return 0 }
         }
     }
 }

@@ -312,6 +312,21 @@ struct KeyCommandTests {
         #expect(calls > 1)
     }
 
+    @Test("A few keys left of many are scanned in one call, as from Redis's shrunk table")
+    func scanAfterMostKeysLeft() {
+        let h = Harness()
+        for i in 0..<20_000 { h.run("SET", "k\(i)", "v") }
+        for i in 6..<20_000 { h.run("DEL", "k\(i)") }
+        let reply = h.run("SCAN", "0")
+        guard case .array(let parts) = reply, parts.count == 2 else {
+            Issue.record("SCAN replied \(reply)")
+            return
+        }
+        #expect(parts[0] == .bulk("0"))
+        #expect(Set(parts[1].texts ?? []) == Set((0..<6).map { "k\($0)" }))
+        #expect(h.run("SCAN", "0", "TYPE", "list") == .array([.bulk("0"), .array([])]))
+    }
+
     @Test("SCAN returns every key present for the whole iteration while keys are added and removed")
     func scanWhileChanging() {
         let h = Harness()

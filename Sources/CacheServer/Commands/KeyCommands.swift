@@ -393,14 +393,19 @@ package enum KeyCommands {
         let room = c.session.replyLimit &- c.reply.readableBytes
         // Redis's limit is count * 10 (which wraps, i.e. no limit, for a huge COUNT); never trap on it.
         var iterations = count.multipliedReportingOverflow(by: 10).overflow ? Int.max : count * 10
+        // Buckets with no key of their own cost nothing, up to this many per call: a table keeps its size when
+        // keys leave it, where Redis's shrinks, and a sparse one is then still iterated in a few calls.
+        var freeEmptyBuckets = 4096
         repeat {
             let shard = db.shards[shardIndex]
             shard.lock.lock()
-            // An empty shard has no slots to visit and costs nothing, so that a small database is
-            // iterated in one call, as Redis's small tables are.
-            let visitedSlot = shard.tableCapacity > 0
+            // A shard without keys (never used, or emptied: its table keeps its size) is skipped at no cost, so
+            // that a small database is iterated in one call, as Redis's small tables are.
+            let visitedSlot = shard.count > 0
             var expired: [[UInt8]] = []
-            shardCursor = shard.scan(cursor: shardCursor) { entry in
+            var bucketHadKeys = false
+            shardCursor = !visitedSlot ? 0 : shard.scan(cursor: shardCursor) { entry in
+                bucketHadKeys = true
                 // Redis's order: the pattern, then the type, whose lookup removes an expired key (as a read
                 // would) whatever the type asked for.
                 if let pattern, !Glob.matches(pattern: pattern, subject: entry.key) { return }
@@ -419,7 +424,9 @@ package enum KeyCommands {
                 shardIndex += 1
                 if shardIndex == Keyspace.shardCount { break }
             }
-            if visitedSlot { iterations -= 1 }
+            if visitedSlot {
+                if !bucketHadKeys && freeEmptyBuckets > 0 { freeEmptyBuckets -= 1 } else { iterations -= 1 }
+            }
         } while collected < count && iterations > 0 && found.readableBytes <= room
         let next: UInt64 = shardIndex == Keyspace.shardCount ? 0 : (shardCursor << 8) | UInt64(shardIndex)
         c.arrayHeader(2)

@@ -26,14 +26,14 @@ enum AclCommands {
             c.bulk("user default on \(passwordRule(c.server)) ~* &* +@all")
         } else if a.matches(1, "getuser") && n == 3 {
             getUser(&c)
-        } else if a.matches(1, "cat") && n >= 2 {
-            guard n <= 3 else { return tooManyArguments(&c) }
+        } else if (a.matches(1, "cat") || a.matches(1, "genpass") || a.matches(1, "log")) && n > 3 {
+            // Their arity lets more arguments through than they take.
+            c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: "acl"))
+        } else if a.matches(1, "cat") {
             cat(&c)
-        } else if a.matches(1, "genpass") && n >= 2 {
-            guard n <= 3 else { return tooManyArguments(&c) }
+        } else if a.matches(1, "genpass") {
             generatePassword(&c)
-        } else if a.matches(1, "log") && n >= 2 {
-            guard n <= 3 else { return tooManyArguments(&c) }
+        } else if a.matches(1, "log") {
             log(&c)
         } else if a.matches(1, "dryrun") && n >= 4 {
             dryRun(&c)
@@ -199,12 +199,6 @@ enum AclCommands {
         }
         guard spec.acceptsArgumentCount(a.count - 3) else { return c.error(ReplyError.wrongArity(name)) }
         c.ok()
-    }
-
-    /// Redis's error for CAT, GENPASS and LOG with more arguments than they take (their arity lets them through).
-    static func tooManyArguments(_ c: inout CommandContext) {
-        c.reply.writeRESPError(bytes: ReplyError.quoting(
-            "ERR unknown subcommand or wrong number of arguments for '", c.arguments[1], limit: 128, "'. Try ACL HELP."))
     }
 
     /// Logs a failed authentication of `session` (AUTH or HELLO ... AUTH) for ACL LOG.

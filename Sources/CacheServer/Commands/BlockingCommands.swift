@@ -16,7 +16,7 @@ enum BlockingCommands {
     /// of every client for `timeout` milliseconds, or until CLIENT UNPAUSE. Expiry and eviction stop meanwhile.
     static func pause(_ c: inout CommandContext) {
         let a = c.arguments
-        guard a.count <= 4 else { return tooManyArguments(&c) }
+        guard a.count <= 4 else { return c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: "client")) }
         var mode = BlockedClients.PauseMode.all
         if a.count == 4 {
             if a.matches(3, "write") {
@@ -44,7 +44,7 @@ enum BlockingCommands {
     /// end releases).
     static func unblock(_ c: inout CommandContext) {
         let a = c.arguments
-        guard a.count <= 4 else { return tooManyArguments(&c) }
+        guard a.count <= 4 else { return c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: "client")) }
         var release = BlockedClients.Release.timeout
         if a.count == 4 {
             if a.matches(3, "error") {
@@ -55,12 +55,6 @@ enum BlockingCommands {
         }
         guard let id = c.integerArgument(2) else { return }
         c.integer(c.server.blocked.unblock(id, release) ? 1 : 0)
-    }
-
-    /// Redis's error for PAUSE and UNBLOCK with more than four arguments (their arity lets them through).
-    static func tooManyArguments(_ c: inout CommandContext) {
-        c.reply.writeRESPError(bytes: ReplyError.quoting(
-            "ERR unknown subcommand or wrong number of arguments for '", c.arguments[1], limit: 128, "'. Try CLIENT HELP."))
     }
 
     /// Counts the error a client released by CLIENT UNBLOCK ... ERROR receives: in errorstats, and as a failed

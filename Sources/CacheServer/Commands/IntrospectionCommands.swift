@@ -132,8 +132,7 @@ enum IntrospectionCommands {
                 c.bulk(entry.name)
             }
         } else if a.matches(1, "get") {
-            c.reply.writeRESPError(bytes: ReplyError.quoting(
-                "ERR unknown subcommand or wrong number of arguments for '", a[1], limit: 128, "'. Try SLOWLOG HELP."))
+            c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: "slowlog"))
         } else if a.matches(1, "len") && a.count == 2 {
             c.integer(c.server.slowLog.count)
         } else if a.matches(1, "reset") && a.count == 2 {

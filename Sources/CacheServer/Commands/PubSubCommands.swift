@@ -72,8 +72,7 @@ package enum PubSubCommands {
     static func pubsub(_ c: inout CommandContext) {
         let a = c.arguments
         if a.matches(1, "channels") && a.count > 3 {
-            c.reply.writeRESPError(bytes: ReplyError.quoting(
-                "ERR unknown subcommand or wrong number of arguments for '", a[1], limit: 128, "'. Try PUBSUB HELP."))
+            c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: "pubsub"))
         } else if a.matches(1, "channels") {
             let names = c.server.pubsub.activeChannels(matching: a.count == 3 ? a.bytes(2) : nil)
             c.arrayHeader(names.count)

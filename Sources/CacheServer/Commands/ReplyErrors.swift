@@ -53,6 +53,14 @@ package enum ReplyError {
         quoting("ERR unknown subcommand '", sub, limit: 128, "'. Try \(command.uppercased()) HELP.")
     }
 
+    /// `ERR unknown subcommand or wrong number of arguments for 'x'. Try NAME HELP.`: Redis's answer to a known
+    /// subcommand with more arguments than it takes, when its arity lets them through (CLIENT PAUSE, ACL CAT...).
+    package static func subcommandSyntax(_ sub: UnsafeRawBufferPointer, of command: String) -> [UInt8] {
+        quoting(
+            "ERR unknown subcommand or wrong number of arguments for '", sub, limit: 128,
+            "'. Try \(command.uppercased()) HELP.")
+    }
+
     /// `prefix`, a client's argument as C's `%s` (or `%.Ns`) prints it — its bytes up to a NUL, whatever they
     /// are — and `suffix`: how Redis's messages quote what a client sent.
     package static func quoting(

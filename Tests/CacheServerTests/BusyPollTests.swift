@@ -10,7 +10,9 @@ import Synchronization
 import Testing
 
 /// An event loop's poller: after the loop has read from clients, it watches their sockets for up to `busy-poll`
-/// microseconds before the loop may sleep, and ends the watch as soon as one of them has input.
+/// microseconds before the loop may sleep, and ends the watch as soon as one of them has input. It watches the
+/// loop's own epoll set when it finds it (connections registered with the loop), else a set of its own (the
+/// socket pairs of most tests here, which no loop holds).
 @Suite("Busy polling after reads")
 struct BusyPollTests {
     /// A server state whose `busy-poll` is `microseconds`, and a poller on one event loop that follows it.
@@ -48,11 +50,51 @@ struct BusyPollTests {
         return (descriptors[0], descriptors[1])
     }
 
+    /// Gives the poller a socket to watch that no event loop holds (so it keeps a set of its own); the pair is
+    /// closed at the end of the test.
+    private static func watchSomething(_ poll: BusyPoll) throws -> (CInt, CInt) {
+        let pair = try socketPair()
+        #expect(poll.watch(descriptor: pair.0), "epoll_ctl: errno \(errno)")
+        #expect(!poll.watchesLoopSet)
+        return pair
+    }
+
+    /// A connection registered with `loop` as the server registers its connections (one end of a socket pair,
+    /// the other end returned), and when its handler last read something.
+    private static func registeredConnection(on loop: any EventLoop) throws -> (
+        channel: any Channel, descriptor: CInt, peer: CInt, recorder: ReadRecorder
+    ) {
+        let (local, peer) = try socketPair()
+        let recorder = ReadRecorder()
+        let channel = try ClientBootstrap(group: loop)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(recorder) }
+            }
+            .withConnectedSocket(local).wait()
+        return (channel, local, peer, recorder)
+    }
+
+    private final class ReadRecorder: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        private let readAt = Mutex<DispatchTime?>(nil)
+        /// When the handler last read something.
+        var lastRead: DispatchTime? { readAt.withLock { $0 } }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let now = DispatchTime.now()
+            readAt.withLock { $0 = now }
+        }
+    }
+
     @Test("with busy-poll 0 a read starts no watch")
     func offMeansNoWatch() throws {
         let (group, _, poll) = Self.make(microseconds: 0)
         defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
+        let (watched, peer) = try Self.watchSomething(poll)
+        defer {
+            close(watched)
+            close(peer)
+        }
         try Self.read(poll, on: loop)
         try Self.read(poll, on: loop)
         #expect(try Self.counts(poll, on: loop).watches == 0)
@@ -63,6 +105,11 @@ struct BusyPollTests {
         let (group, _, poll) = Self.make(microseconds: 30_000)
         defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
+        let (watched, peer) = try Self.watchSomething(poll)
+        defer {
+            close(watched)
+            close(peer)
+        }
         let start = DispatchTime.now()
         try Self.read(poll, on: loop)
         let after = try Self.counts(poll, on: loop, atLeast: 1)
@@ -84,6 +131,7 @@ struct BusyPollTests {
             close(peer)
         }
         #expect(poll.watch(descriptor: watched), "epoll_ctl: errno \(errno)")
+        #expect(!poll.watchesLoopSet, "no loop holds the socket pair")
         // The input comes from a thread of its own, 200 ms from now: waiting for the loop can itself take until
         // the watch ends (the loop runs the watch before it gets to the task that completes the wait).
         let sent = Mutex<Int?>(nil)
@@ -119,11 +167,43 @@ struct BusyPollTests {
         #expect(try Self.counts(poll, on: loop, atLeast: 2) == (2, 1))
     }
 
+    @Test("a connection the loop holds: the watch looks at the loop's own set, and input ends it at once")
+    func loopSetInputEndsTheWatch() throws {
+        let (group, _, poll) = Self.make(microseconds: 20_000_000)
+        defer { try? group.syncShutdownGracefully() }
+        let loop = group.next()
+        let (channel, descriptor, peer, recorder) = try Self.registeredConnection(on: loop)
+        defer {
+            try? channel.close().wait()
+            close(peer)
+        }
+        #expect(try loop.submit { poll.watch(descriptor: descriptor) && poll.watchesLoopSet }.wait())
+        // The input comes 200 ms after the watch started; the test thread hands the loop nothing meanwhile.
+        try Self.read(poll, on: loop)
+        usleep(200_000)
+        let sent = DispatchTime.now()
+        #expect(send(peer, "x", 1, 0) == 1)
+        var readTime: DispatchTime?
+        let deadline = DispatchTime.now() + 30
+        while readTime == nil && DispatchTime.now() < deadline {
+            usleep(1000)
+            readTime = recorder.lastRead
+        }
+        let waited = try #require(readTime).uptimeNanoseconds - sent.uptimeNanoseconds
+        #expect(Double(waited) / 1e9 < 10, "the input waited for the window")
+        #expect(try Self.counts(poll, on: loop) == (1, 1))
+    }
+
     @Test("CONFIG SET busy-poll applies to the next read")
     func followsTheConfiguration() throws {
         let (group, state, poll) = Self.make(microseconds: 0)
         defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
+        let (watched, peer) = try Self.watchSomething(poll)
+        defer {
+            close(watched)
+            close(peer)
+        }
         try Self.read(poll, on: loop)
         #expect(try Self.counts(poll, on: loop).watches == 0)
         state.updateConfiguration { $0.busyPoll = 1_000 }

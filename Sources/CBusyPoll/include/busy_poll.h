@@ -1,6 +1,7 @@
 #ifndef CACHED_BUSY_POLL_H
 #define CACHED_BUSY_POLL_H
 
+#include <poll.h>
 #include <sys/epoll.h>
 
 /// A new epoll set (close-on-exec), or -1 with errno set.
@@ -19,6 +20,16 @@ static inline int cached_watch_set_add(int set, int descriptor) {
 static inline int cached_watch_set_ready(int set) {
     struct epoll_event event;
     return epoll_wait(set, &event, 1, 0);
+}
+
+/// The epoll set of this process that holds `descriptor` (found through /proc/self/fd and fdinfo), or -1.
+int cached_epoll_set_holding(int descriptor);
+
+/// Whether the epoll set `set` has anything to report (it is readable itself), without taking the report:
+/// 1 if so, 0 if not, -1 on error.
+static inline int cached_epoll_set_ready(int set) {
+    struct pollfd entry = { .fd = set, .events = POLLIN };
+    return poll(&entry, 1, 0);
 }
 
 /// Tells the processor that the caller is waiting in a loop (`pause` on x86, `yield` on ARM), which saves power

@@ -15,16 +15,34 @@ import NIOCore
 /// the loop awake: it is read at once, and the client's `send` wakes nobody.
 ///
 /// The watch runs once the loop has handled everything that was ready (it is a callback the loop runs after its
-/// I/O): it checks, with a non-blocking `epoll_wait` on an epoll set of its own holding the loop's client
-/// connections, whether any of them has something to read, and ends as soon as one does, so that the loop
-/// reads it; otherwise it ends when the window has passed, and the loop sleeps. During the watch the loop runs
-/// nothing else: work handed to it from other threads, or a timer, waits at most one window. The price is CPU
-/// time, at most one window per burst of reads; an idle server does not poll.
+/// I/O): it checks, without waiting, whether the loop's own epoll set has anything to report (a `poll` on the
+/// set, which takes nothing from it), and ends as soon as it has, so that the loop's `epoll_wait` returns it at
+/// once; otherwise it ends when the window has passed, and the loop sleeps. During the watch the loop runs
+/// nothing else: work handed to it from other threads, or a timer, waits at most one window (NIO does not wake a
+/// loop it knows to be running).
+///
+/// NIO does not tell a loop's set: the poller finds it once, as the epoll set of the process that holds the first
+/// connection it is given (`/proc/self/fdinfo`). Watching that set, rather than a second set holding the same
+/// sockets, halves the kernel's readiness callbacks on each request, work done on the sending client's core (with
+/// 50 clients, about 1 % more requests a second and a p99 one 8 µs step lower). Should it not be found, the poller
+/// keeps a set of its own holding the loop's connections. The price of polling is CPU time, at most one window per
+/// burst of reads; an idle server does not poll.
 package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
     private let eventLoop: any EventLoop
     private let window: @Sendable () -> Int64
-    /// The epoll set of the loop's client connections; -1 if it could not be made (then there is no polling).
-    private let watched: CInt
+    /// What the watch looks at. On the event loop only, after the first ``watch(descriptor:)``.
+    @exclusivity(unchecked) private var target = Target.unknown
+
+    private enum Target: Equatable {
+        /// No connection yet.
+        case unknown
+        /// The loop's own epoll set.
+        case loopSet(CInt)
+        /// An epoll set of the poller's, holding the loop's connections (the loop's was not found).
+        case ownSet(CInt)
+        /// Nothing: the poller's set could not be made.
+        case none
+    }
 
     // Touched only on the event loop.
     @exclusivity(unchecked) private var pending = false
@@ -37,18 +55,37 @@ package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
     package init(eventLoop: any EventLoop, window: @escaping @Sendable () -> Int64) {
         self.eventLoop = eventLoop
         self.window = window
-        self.watched = cached_watch_set_create()
     }
 
     deinit {
-        if watched >= 0 { close(watched) }
+        if case .ownSet(let set) = target { close(set) }
     }
 
-    /// Adds a connection's socket to the sockets the watch looks at; false if the system refused. It leaves the
-    /// set by itself when the socket is closed.
+    /// Adds a connection's socket to the sockets the watch looks at (nothing to do when it watches the loop's set,
+    /// where the loop registered the socket already); false if the system refused. A socket leaves the set by
+    /// itself when it is closed. On the event loop, or before the loop runs a watch.
     @discardableResult
     package func watch(descriptor: CInt) -> Bool {
-        watched >= 0 && cached_watch_set_add(watched, descriptor) == 0
+        if target == .unknown {
+            let loopSet = cached_epoll_set_holding(descriptor)
+            if loopSet >= 0 {
+                target = .loopSet(loopSet)
+            } else {
+                let ownSet = cached_watch_set_create()
+                target = ownSet >= 0 ? .ownSet(ownSet) : .none
+            }
+        }
+        switch target {
+        case .loopSet: return true
+        case .ownSet(let set): return cached_watch_set_add(set, descriptor) == 0
+        case .unknown, .none: return false
+        }
+    }
+
+    /// Whether the watch looks at the loop's own epoll set (found from the first connection).
+    package var watchesLoopSet: Bool {
+        if case .loopSet = target { return true }
+        return false
     }
 
     /// Records a read from a watched connection: a watch runs after the loop has handled what is ready now.
@@ -60,7 +97,7 @@ package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
 
     private func schedule() {
         let window = window()
-        guard window > 0, watched >= 0 else { return }
+        guard window > 0 else { return }
         windowNanoseconds = UInt64(window)
         pending = true
         do {
@@ -73,11 +110,18 @@ package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
 
     package func handleScheduledCallback(eventLoop: some EventLoop) {
         pending = false
+        let set: CInt
+        let loopSet: Bool
+        switch target {
+        case .loopSet(let descriptor): (set, loopSet) = (descriptor, true)
+        case .ownSet(let descriptor): (set, loopSet) = (descriptor, false)
+        case .unknown, .none: return  // nothing to watch
+        }
         watches += 1
         let start = MonotonicClock.now()
         while true {
-            if cached_watch_set_ready(watched) > 0 {
-                // Input (or a hang-up): the loop's own epoll_wait returns it at once.
+            if (loopSet ? cached_epoll_set_ready(set) : cached_watch_set_ready(set)) > 0 {
+                // Input or a hang-up (or, the loop's set, anything else it reports): its epoll_wait returns it at once.
                 watchesEndedByInput += 1
                 return
             }

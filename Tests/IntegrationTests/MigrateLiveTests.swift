@@ -97,4 +97,87 @@ struct MigrateLiveTests {
         #expect(waited >= 0.25 && waited < 5, "MIGRATE gave up after \(waited) s")
         #expect(try a.command("GET", "k") == .bulk("v"))
     }
+
+    /// A numeric field of a server's INFO `section`.
+    private static func info(_ connection: HiredisConnection, _ section: String, _ field: String) throws -> Int? {
+        let text = try connection.command("INFO", section).text ?? ""
+        for line in text.split(separator: "\r\n") where line.hasPrefix(field + ":") {
+            return Int(line.dropFirst(field.count + 1))
+        }
+        return nil
+    }
+
+    /// The calls of `command` the server has run (INFO commandstats).
+    private static func calls(_ connection: HiredisConnection, _ command: String) throws -> Int {
+        let text = try connection.command("INFO", "commandstats").text ?? ""
+        for line in text.split(separator: "\r\n") where line.hasPrefix("cmdstat_\(command):calls=") {
+            return Int(line.dropFirst("cmdstat_\(command):calls=".count).prefix { $0.isNumber }) ?? 0
+        }
+        return 0
+    }
+
+    @Test("MIGRATEs to one target share a connection, which selects only another database; one the target closed is replaced", arguments: pairs)
+    func keptConnection(_ source: ServerProcess.Kind, _ target: ServerProcess.Kind) throws {
+        let from = try ServerProcess.start(source)
+        defer { from.stop() }
+        let to = try ServerProcess.start(target)
+        defer { to.stop() }
+        let a = try from.connect()
+        let b = try to.connect()
+        let port = String(to.port)
+        #expect(try a.command("MSET", "k1", "1", "k2", "2", "k3", "3", "k4", "4", "k5", "5") == .status("OK"))
+        let connections = try #require(try Self.info(b, "stats", "total_connections_received"))
+        let selects = try Self.calls(b, "select")
+
+        for (key, database) in [("k1", "0"), ("k2", "1"), ("k3", "0")] {
+            #expect(try a.command("MIGRATE", "127.0.0.1", port, key, database, "5000") == .status("OK"))
+        }
+        #expect(try Self.info(b, "stats", "total_connections_received") == connections + 1, "one connection for three")
+        #expect(try Self.info(b, "clients", "connected_clients") == 2)
+        #expect(try Self.info(a, "stats", "migrate_cached_sockets") == 1)
+
+        // The target closes the kept connection: the next MIGRATE finds out and makes a new one.
+        #expect(try b.command("CLIENT", "KILL", "TYPE", "normal") == .integer(1))
+        #expect(try a.command("MIGRATE", "127.0.0.1", port, "k4", "1", "5000") == .status("OK"))
+        #expect(try a.command("MIGRATE", "127.0.0.1", port, "k5", "1", "5000") == .status("OK"))
+        #expect(try Self.info(b, "stats", "total_connections_received") == connections + 2)
+        // SELECT 0, 1, 0 on the first connection, 1 on the second; none for k5 (database 1 already).
+        #expect(try Self.calls(b, "select") - selects == 4)
+
+        #expect(try a.command("EXISTS", "k1", "k2", "k3", "k4", "k5") == .integer(0))
+        #expect(try b.command("MGET", "k1", "k2", "k3") == .array([.bulk("1"), .null, .bulk("3")]))
+        #expect(try b.command("SELECT", "1") == .status("OK"))
+        #expect(try b.command("MGET", "k2", "k4", "k5") == .array([.bulk("2"), .bulk("4"), .bulk("5")]))
+    }
+
+    @Test("a kept connection unused for 10 seconds is closed (both directions side by side)")
+    func keptConnectionCloses() throws {
+        var servers: [(from: ServerProcess, to: ServerProcess)] = []
+        defer { for pair in servers { pair.from.stop(); pair.to.stop() } }
+        for (source, target) in Self.pairs {
+            servers.append((try ServerProcess.start(source), try ServerProcess.start(target)))
+        }
+        var connections: [(a: HiredisConnection, b: HiredisConnection)] = []
+        for (from, to) in servers {
+            let a = try from.connect()
+            let b = try to.connect()
+            #expect(try a.command("SET", "k", "v") == .status("OK"))
+            #expect(try a.command("MIGRATE", "127.0.0.1", String(to.port), "k", "0", "5000") == .status("OK"))
+            connections.append((a, b))
+        }
+        let start = Date()
+        for (a, b) in connections {
+            #expect(try Self.info(b, "clients", "connected_clients") == 2)
+            #expect(try Self.info(a, "stats", "migrate_cached_sockets") == 1)
+        }
+        for (source, (a, b)) in zip(Self.pairs.map(\.0), connections) {
+            while try Self.info(b, "clients", "connected_clients") == 2 && Date().timeIntervalSince(start) < 30 {
+                usleep(100_000)
+            }
+            let kept = Date().timeIntervalSince(start)
+            #expect(try Self.info(b, "clients", "connected_clients") == 1)
+            #expect(try Self.info(a, "stats", "migrate_cached_sockets") == 0)
+            #expect(kept > 9 && kept < 20, "\(source)'s connection was closed after \(kept) s")
+        }
+    }
 }

@@ -8,7 +8,8 @@ import RESP
 /// The keys' DUMP payloads and TTLs are sent in one pipeline (AUTH and SELECT first), the replies read, and each
 /// key the target restored is deleted here, unless COPY. As in Redis, the command holds the server while it
 /// talks to the target (`timeout` milliseconds for each step; 1000 when not positive): no other client's
-/// command runs between reading a key and deleting it, so no write is lost.
+/// command runs between reading a key and deleting it, so no write is lost. The connection is kept for the next
+/// MIGRATE to the same target (``MigrateSockets``), which sends SELECT only for another database.
 enum MigrateCommand {
     static func migrate(_ c: inout CommandContext) {
         let a = c.arguments
@@ -53,10 +54,8 @@ enum MigrateCommand {
         _ c: inout CommandContext, _ keyArguments: [Int], _ database: Int, _ timeout: Int, _ copy: Bool, _ replace: Bool,
         _ credentials: [[UInt8]]
     ) {
-        // AUTH, SELECT, then a RESTORE (DUMP payload, the time left) for each key that exists.
-        var request = ByteBuffer()
-        if !credentials.isEmpty { request.writeRESPCommand(arguments: [Array("AUTH".utf8)] + credentials) }
-        request.writeRESPCommand(arguments: [Array("SELECT".utf8), Array(String(database).utf8)])
+        // A RESTORE (DUMP payload, the time left) for each key that exists.
+        var restores = ByteBuffer()
         var moving: [Int] = []
         for i in keyArguments {
             let hash = c.hash(i)
@@ -67,7 +66,7 @@ enum MigrateCommand {
                 let ttl = entry.expiry.map { max(1, $0 - c.now) } ?? 0
                 var arguments = [Array("RESTORE".utf8), Array(c.arguments[i]), Array(String(ttl).utf8), DumpPayload.encode(entry.value)]
                 if replace { arguments.append(Array("REPLACE".utf8)) }
-                request.writeRESPCommand(arguments: arguments)
+                restores.writeRESPCommand(arguments: arguments)
                 moving.append(i)
             }
             shard.lock.unlock()
@@ -76,41 +75,87 @@ enum MigrateCommand {
 
         // Nanoseconds per step; a timeout of 34 years or more counts as that much (no overflow).
         let step = min(timeout, 1 << 40) * 1_000_000
-        let target: OutboundConnection
-        do {
-            target = try OutboundConnection(
-                host: c.arguments.string(1), port: c.arguments.integer(2) ?? 0, deadline: monotonicNanoseconds() &+ step)
-            try request.withUnsafeReadableBytes { bytes throws(OutboundConnection.Failure) in try target.write(bytes, step: step) }
-        } catch {
-            return c.error(error == .connecting ? ioConnecting : ioWriting)
-        }
-        request = ByteBuffer()  // sent
-
-        // The first error the target gave (AUTH's, SELECT's, then the keys' in order) is the answer; a key the
-        // target restored is removed here whatever happened to the other keys.
-        var targetError: [UInt8]?
-        do {
-            var preamble: [[UInt8]] = []
-            for _ in 0..<(credentials.isEmpty ? 1 : 2) { preamble.append(try target.readLine(step: step)) }
-            targetError = preamble.first { $0.first == UInt8(ascii: "-") }
-            // After a failed AUTH or SELECT, nothing the target says counts as restored.
-            let preambleFailed = targetError != nil
-            for argument in moving {
-                let line = try target.readLine(step: step)
-                if line.first == UInt8(ascii: "-") || preambleFailed {
-                    if targetError == nil { targetError = line }
-                } else if !copy {
-                    remove(&c, argument)
+        let host = c.arguments.string(1)
+        let target = host + ":" + c.arguments.string(2)
+        let sockets = c.server.migrateSockets
+        // As Redis: a connection that fails before the target has answered for a key (a kept one the target has
+        // closed since, say) is replaced by a new one once, unless the step timed out.
+        var mayRetry = true
+        while true {
+            let connection: OutboundConnection
+            var selected: Int?
+            if let kept = sockets.take(target) {
+                (connection, selected) = (kept.connection, kept.database)
+            } else {
+                do {
+                    connection = try OutboundConnection(
+                        host: host, port: c.arguments.integer(2) ?? 0, deadline: monotonicNanoseconds() &+ step)
+                } catch {
+                    return c.error(ioConnecting)
                 }
             }
-        } catch {
-            // As Redis: an error the target gave before the connection failed is the answer.
-            if targetError == nil { return c.error(ioReading) }
+            // AUTH, SELECT unless the connection has the database selected already, then the RESTOREs.
+            let select = selected != database
+            var request = ByteBuffer()
+            if !credentials.isEmpty { request.writeRESPCommand(arguments: [Array("AUTH".utf8)] + credentials) }
+            if select { request.writeRESPCommand(arguments: [Array("SELECT".utf8), Array(String(database).utf8)]) }
+            request.writeImmutableBuffer(restores)
+            do {
+                try request.withUnsafeReadableBytes { bytes throws(OutboundConnection.Failure) in
+                    try connection.write(bytes, step: step)
+                }
+            } catch {
+                if mayRetry && !error.timedOut {
+                    mayRetry = false
+                    continue
+                }
+                return c.error(ioWriting)
+            }
+
+            // The first error the target gave (AUTH's, SELECT's, then the keys' in order) is the answer; a key the
+            // target restored is removed here whatever happened to the other keys.
+            var targetError: [UInt8]?
+            var answered = 0
+            var failure: OutboundConnection.Failure?
+            do {
+                var preamble: [[UInt8]] = []
+                for _ in 0..<((credentials.isEmpty ? 0 : 1) + (select ? 1 : 0)) {
+                    preamble.append(try connection.readLine(step: step))
+                }
+                targetError = preamble.first { $0.first == UInt8(ascii: "-") }
+                // After a failed AUTH or SELECT, nothing the target says counts as restored.
+                let preambleFailed = targetError != nil
+                for argument in moving {
+                    let line = try connection.readLine(step: step)
+                    answered += 1
+                    if line.first == UInt8(ascii: "-") || preambleFailed {
+                        if targetError == nil { targetError = line }
+                    } else if !copy {
+                        remove(&c, argument)
+                    }
+                }
+            } catch {
+                failure = error
+            }
+            if let failure {
+                // The connection is dropped (closed as it is released).
+                if targetError == nil && answered == 0 && mayRetry && !failure.timedOut {
+                    mayRetry = false
+                    continue
+                }
+                // As Redis: an error the target gave before the connection failed is the answer.
+                if targetError == nil { return c.error(ioReading) }
+            } else {
+                // Kept for the next MIGRATE to this target; after an error from the target, it selects again.
+                sockets.keep(
+                    connection, to: target, database: targetError == nil ? database : nil,
+                    now: c.server.clock.nowMilliseconds())
+            }
+            if let targetError {
+                return c.reply.writeRESPError(bytes: Array("ERR Target instance replied with error: ".utf8) + targetError.dropFirst())
+            }
+            return c.ok()
         }
-        if let targetError {
-            return c.reply.writeRESPError(bytes: Array("ERR Target instance replied with error: ".utf8) + targetError.dropFirst())
-        }
-        c.ok()
     }
 
     /// Deletes the key in argument `index` (moved to the target).

@@ -249,6 +249,7 @@ package enum ServerCommands {
                 "total_error_replies:\(server.commandStatistics.totals.errors.values.reduce(0, +))",
                 "pubsub_channels:\(pubsub.channels)",
                 "pubsub_patterns:\(pubsub.patterns)",
+                "migrate_cached_sockets:\(server.migrateSockets.count)",
                 "tracking_total_keys:\(tracking.keys)",
                 "tracking_total_items:\(tracking.items)",
                 "tracking_total_prefixes:\(tracking.prefixes)",

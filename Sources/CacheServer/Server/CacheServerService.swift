@@ -404,6 +404,7 @@ final class ExpirySweeper: Sendable {
                 // Eviction chooses among the databases that hold keys.
                 if budget.limitBytes.load(ordering: .relaxed) > 0 { state.keyspace.refreshDatabasesInUse() }
                 closeIdleClients(now: now)
+                state.migrateSockets.closeIdle(now: now)
                 lastIdleCheck = now
             }
             let elapsed = Int(state.clock.nowMilliseconds() - started)

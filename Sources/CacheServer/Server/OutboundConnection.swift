@@ -3,13 +3,19 @@ import Glibc
 #endif
 
 /// A blocking TCP connection to another server, every step bounded by a deadline: MIGRATE's link to its
-/// target. As in Redis, MIGRATE holds its event loop while it talks to the target.
-final class OutboundConnection {
-    /// Which step failed (or timed out), as MIGRATE reports it.
-    enum Failure: Error {
-        case connecting
-        case writing
-        case reading
+/// target. As in Redis, MIGRATE holds its event loop while it talks to the target. Used by one thread at a time
+/// (``MigrateSockets`` hands it out).
+package final class OutboundConnection: @unchecked Sendable {
+    /// Which step failed, as MIGRATE reports it, and whether it ran out of time (rather than the connection
+    /// failing: the target closed it, or refused it).
+    package struct Failure: Error, Equatable {
+        package enum Step: Sendable { case connecting, writing, reading }
+        package let step: Step
+        package let timedOut: Bool
+
+        static let connecting = Failure(step: .connecting, timedOut: false)
+        static func writing(timedOut: Bool) -> Failure { Failure(step: .writing, timedOut: timedOut) }
+        static func reading(timedOut: Bool) -> Failure { Failure(step: .reading, timedOut: timedOut) }
     }
 
     private let descriptor: CInt
@@ -20,7 +26,7 @@ final class OutboundConnection {
     /// Connects to `host` (a name or an address) and `port`, waiting until `deadline` (monotonic nanoseconds).
     /// Each address the name resolves to is tried, as Redis does; a connection that is under way is taken,
     /// and one the target then refuses is reported when it is written to, as Redis reports it.
-    init(host: String, port: Int, deadline: Int) throws(Failure) {
+    package init(host: String, port: Int, deadline: Int) throws(Failure) {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -64,12 +70,12 @@ final class OutboundConnection {
                 deadline = monotonicNanoseconds() &+ step
             } else if n < 0 && (errno == EAGAIN || errno == EINTR) {
                 let ready = Self.wait(descriptor, for: Int16(POLLOUT) | Int16(POLLIN), until: deadline)
-                guard ready != 0 else { throw .writing }
+                guard ready != 0 else { throw .writing(timedOut: true) }
                 if ready & Int16(POLLIN) != 0 {
-                    do { try receive() } catch { throw .writing }
+                    do { try receive() } catch { throw .writing(timedOut: false) }
                 }
             } else {
-                throw .writing
+                throw .writing(timedOut: false)
             }
         }
     }
@@ -89,8 +95,8 @@ final class OutboundConnection {
                 if line.last == UInt8(ascii: "\r") { line.removeLast() }
                 return line
             }
-            guard received.count - start < 64 * 1024 else { throw .reading }
-            guard Self.wait(descriptor, for: Int16(POLLIN), until: deadline) != 0 else { throw .reading }
+            guard received.count - start < 64 * 1024 else { throw .reading(timedOut: false) }
+            guard Self.wait(descriptor, for: Int16(POLLIN), until: deadline) != 0 else { throw .reading(timedOut: true) }
             try receive()
         }
     }
@@ -106,7 +112,7 @@ final class OutboundConnection {
         if n > 0 {
             received += chunk[..<n]
         } else if n == 0 || (errno != EAGAIN && errno != EINTR) {
-            throw .reading
+            throw .reading(timedOut: false)
         }
     }
 

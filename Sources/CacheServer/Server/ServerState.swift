@@ -31,6 +31,8 @@ package final class ServerState: Sendable {
     package let blocked = BlockedClients()
     /// ACL LOG: failed authentications.
     package let authFailures = AuthFailureLog()
+    /// MIGRATE's connections to its targets, kept for reuse.
+    package let migrateSockets = MigrateSockets()
     /// Where ``evictToLimit(now:)`` starts next.
     private let evictionStart = Atomic<Int>(0)
     /// Snapshot saves and the startup load.

@@ -10,54 +10,61 @@ struct MigrateLiveTests {
     /// (source, target) pairs: each server moves keys into the other.
     static let pairs: [(ServerProcess.Kind, ServerProcess.Kind)] = [(.cached, .redis), (.redis, .cached)]
 
-    @Test("keys move with their values and TTLs; COPY keeps them, REPLACE overwrites, KEYS moves several", arguments: pairs)
-    func moveKeys(_ source: ServerProcess.Kind, _ target: ServerProcess.Kind) throws {
+    /// Starts a `source` and a `target` server, and runs `body` with a connection to each and the target's port.
+    private static func withServers(
+        _ source: ServerProcess.Kind, _ target: ServerProcess.Kind,
+        _ body: (_ a: HiredisConnection, _ b: HiredisConnection, _ port: String) throws -> Void
+    ) throws {
         let from = try ServerProcess.start(source)
         defer { from.stop() }
         let to = try ServerProcess.start(target)
         defer { to.stop() }
-        let a = try from.connect()
-        let b = try to.connect()
-        let port = String(to.port)
-        let big = String(repeating: "0123456789", count: 50_000)
-        #expect(try a.command("SET", "plain", "value") == .status("OK"))
-        #expect(try a.command("SET", "counter", "12345") == .status("OK"))
-        #expect(try a.command("SET", "timed", big, "PX", "600000") == .status("OK"))
+        try body(try from.connect(), try to.connect(), String(to.port))
+    }
 
-        #expect(try a.command("MIGRATE", "127.0.0.1", port, "plain", "0", "5000") == .status("OK"))
-        #expect(try a.command("EXISTS", "plain") == .integer(0))
-        #expect(try b.command("GET", "plain") == .bulk("value"))
-        #expect(try a.command("MIGRATE", "127.0.0.1", port, "plain", "0", "5000") == .status("NOKEY"))
+    @Test("keys move with their values and TTLs; COPY keeps them, REPLACE overwrites, KEYS moves several", arguments: pairs)
+    func moveKeys(_ source: ServerProcess.Kind, _ target: ServerProcess.Kind) throws {
+        try Self.withServers(source, target) { a, b, port in
+            let big = String(repeating: "0123456789", count: 50_000)
+            #expect(try a.command("SET", "plain", "value") == .status("OK"))
+            #expect(try a.command("SET", "counter", "12345") == .status("OK"))
+            #expect(try a.command("SET", "timed", big, "PX", "600000") == .status("OK"))
 
-        // Into database 2, keeping the source's key; the TTL goes with it.
-        #expect(try a.command("MIGRATE", "127.0.0.1", port, "timed", "2", "5000", "COPY") == .status("OK"))
-        #expect(try a.command("STRLEN", "timed") == .integer(500_000))
-        #expect(try b.command("SELECT", "2") == .status("OK"))
-        #expect(try b.command("GET", "timed") == .bulk(big))
-        guard case .integer(let ttl) = try b.command("PTTL", "timed") else {
-            Issue.record("PTTL is not an integer")
-            return
+            #expect(try a.command("MIGRATE", "127.0.0.1", port, "plain", "0", "5000") == .status("OK"))
+            #expect(try a.command("EXISTS", "plain") == .integer(0))
+            #expect(try b.command("GET", "plain") == .bulk("value"))
+            #expect(try a.command("MIGRATE", "127.0.0.1", port, "plain", "0", "5000") == .status("NOKEY"))
+
+            // Into database 2, keeping the source's key; the TTL goes with it.
+            #expect(try a.command("MIGRATE", "127.0.0.1", port, "timed", "2", "5000", "COPY") == .status("OK"))
+            #expect(try a.command("STRLEN", "timed") == .integer(500_000))
+            #expect(try b.command("SELECT", "2") == .status("OK"))
+            #expect(try b.command("GET", "timed") == .bulk(big))
+            guard case .integer(let ttl) = try b.command("PTTL", "timed") else {
+                Issue.record("PTTL is not an integer")
+                return
+            }
+            #expect(ttl > 590_000 && ttl <= 600_000)
+            #expect(try b.command("SELECT", "0") == .status("OK"))
+
+            // An existing key at the target: BUSYKEY, and the source keeps its key; REPLACE overwrites.
+            #expect(try b.command("SET", "counter", "old") == .status("OK"))
+            #expect(
+                try a.command("MIGRATE", "127.0.0.1", port, "counter", "0", "5000")
+                    == .error("ERR Target instance replied with error: BUSYKEY Target key name already exists."))
+            #expect(try a.command("EXISTS", "counter") == .integer(1))
+            #expect(try a.command("MIGRATE", "127.0.0.1", port, "counter", "0", "5000", "REPLACE") == .status("OK"))
+            #expect(try b.command("GET", "counter") == .bulk("12345"))
+
+            // KEYS: the ones the target took leave the source, the one it refused stays.
+            for key in ["k1", "k2", "k3"] { #expect(try a.command("SET", key, "v-" + key) == .status("OK")) }
+            #expect(try b.command("SET", "k2", "taken") == .status("OK"))
+            #expect(
+                try a.command("MIGRATE", "127.0.0.1", port, "", "0", "5000", "KEYS", "k1", "k2", "k3", "missing")
+                    == .error("ERR Target instance replied with error: BUSYKEY Target key name already exists."))
+            #expect(try a.command("EXISTS", "k1", "k2", "k3") == .integer(1))
+            #expect(try b.command("MGET", "k1", "k2", "k3") == .array([.bulk("v-k1"), .bulk("taken"), .bulk("v-k3")]))
         }
-        #expect(ttl > 590_000 && ttl <= 600_000)
-        #expect(try b.command("SELECT", "0") == .status("OK"))
-
-        // An existing key at the target: BUSYKEY, and the source keeps its key; REPLACE overwrites.
-        #expect(try b.command("SET", "counter", "old") == .status("OK"))
-        #expect(
-            try a.command("MIGRATE", "127.0.0.1", port, "counter", "0", "5000")
-                == .error("ERR Target instance replied with error: BUSYKEY Target key name already exists."))
-        #expect(try a.command("EXISTS", "counter") == .integer(1))
-        #expect(try a.command("MIGRATE", "127.0.0.1", port, "counter", "0", "5000", "REPLACE") == .status("OK"))
-        #expect(try b.command("GET", "counter") == .bulk("12345"))
-
-        // KEYS: the ones the target took leave the source, the one it refused stays.
-        for key in ["k1", "k2", "k3"] { #expect(try a.command("SET", key, "v-" + key) == .status("OK")) }
-        #expect(try b.command("SET", "k2", "taken") == .status("OK"))
-        #expect(
-            try a.command("MIGRATE", "127.0.0.1", port, "", "0", "5000", "KEYS", "k1", "k2", "k3", "missing")
-                == .error("ERR Target instance replied with error: BUSYKEY Target key name already exists."))
-        #expect(try a.command("EXISTS", "k1", "k2", "k3") == .integer(1))
-        #expect(try b.command("MGET", "k1", "k2", "k3") == .array([.bulk("v-k1"), .bulk("taken"), .bulk("v-k3")]))
     }
 
     @Test("AUTH and AUTH2 reach a target with a password; a wrong one leaves every key where it was", arguments: pairs)
@@ -118,36 +125,31 @@ struct MigrateLiveTests {
 
     @Test("MIGRATEs to one target share a connection, which selects only another database; one the target closed is replaced", arguments: pairs)
     func keptConnection(_ source: ServerProcess.Kind, _ target: ServerProcess.Kind) throws {
-        let from = try ServerProcess.start(source)
-        defer { from.stop() }
-        let to = try ServerProcess.start(target)
-        defer { to.stop() }
-        let a = try from.connect()
-        let b = try to.connect()
-        let port = String(to.port)
-        #expect(try a.command("MSET", "k1", "1", "k2", "2", "k3", "3", "k4", "4", "k5", "5") == .status("OK"))
-        let connections = try #require(try Self.info(b, "stats", "total_connections_received"))
-        let selects = try Self.calls(b, "select")
+        try Self.withServers(source, target) { a, b, port in
+            #expect(try a.command("MSET", "k1", "1", "k2", "2", "k3", "3", "k4", "4", "k5", "5") == .status("OK"))
+            let connections = try #require(try Self.info(b, "stats", "total_connections_received"))
+            let selects = try Self.calls(b, "select")
 
-        for (key, database) in [("k1", "0"), ("k2", "1"), ("k3", "0")] {
-            #expect(try a.command("MIGRATE", "127.0.0.1", port, key, database, "5000") == .status("OK"))
+            for (key, database) in [("k1", "0"), ("k2", "1"), ("k3", "0")] {
+                #expect(try a.command("MIGRATE", "127.0.0.1", port, key, database, "5000") == .status("OK"))
+            }
+            #expect(try Self.info(b, "stats", "total_connections_received") == connections + 1, "one connection for three")
+            #expect(try Self.info(b, "clients", "connected_clients") == 2)
+            #expect(try Self.info(a, "stats", "migrate_cached_sockets") == 1)
+
+            // The target closes the kept connection: the next MIGRATE finds out and makes a new one.
+            #expect(try b.command("CLIENT", "KILL", "TYPE", "normal") == .integer(1))
+            #expect(try a.command("MIGRATE", "127.0.0.1", port, "k4", "1", "5000") == .status("OK"))
+            #expect(try a.command("MIGRATE", "127.0.0.1", port, "k5", "1", "5000") == .status("OK"))
+            #expect(try Self.info(b, "stats", "total_connections_received") == connections + 2)
+            // SELECT 0, 1, 0 on the first connection, 1 on the second; none for k5 (database 1 already).
+            #expect(try Self.calls(b, "select") - selects == 4)
+
+            #expect(try a.command("EXISTS", "k1", "k2", "k3", "k4", "k5") == .integer(0))
+            #expect(try b.command("MGET", "k1", "k2", "k3") == .array([.bulk("1"), .null, .bulk("3")]))
+            #expect(try b.command("SELECT", "1") == .status("OK"))
+            #expect(try b.command("MGET", "k2", "k4", "k5") == .array([.bulk("2"), .bulk("4"), .bulk("5")]))
         }
-        #expect(try Self.info(b, "stats", "total_connections_received") == connections + 1, "one connection for three")
-        #expect(try Self.info(b, "clients", "connected_clients") == 2)
-        #expect(try Self.info(a, "stats", "migrate_cached_sockets") == 1)
-
-        // The target closes the kept connection: the next MIGRATE finds out and makes a new one.
-        #expect(try b.command("CLIENT", "KILL", "TYPE", "normal") == .integer(1))
-        #expect(try a.command("MIGRATE", "127.0.0.1", port, "k4", "1", "5000") == .status("OK"))
-        #expect(try a.command("MIGRATE", "127.0.0.1", port, "k5", "1", "5000") == .status("OK"))
-        #expect(try Self.info(b, "stats", "total_connections_received") == connections + 2)
-        // SELECT 0, 1, 0 on the first connection, 1 on the second; none for k5 (database 1 already).
-        #expect(try Self.calls(b, "select") - selects == 4)
-
-        #expect(try a.command("EXISTS", "k1", "k2", "k3", "k4", "k5") == .integer(0))
-        #expect(try b.command("MGET", "k1", "k2", "k3") == .array([.bulk("1"), .null, .bulk("3")]))
-        #expect(try b.command("SELECT", "1") == .status("OK"))
-        #expect(try b.command("MGET", "k2", "k4", "k5") == .array([.bulk("2"), .bulk("4"), .bulk("5")]))
     }
 
     @Test("a kept connection unused for 10 seconds is closed (both directions side by side)")

@@ -2,13 +2,17 @@
 #include "busy_poll.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-/// Whether the epoll set `set` holds `descriptor`, by its `tfd:` lines in /proc/self/fdinfo.
-static int holds(int set, int descriptor) {
+/// Whether the epoll set `set` holds the file open as `descriptor` whose inode is `inode`: a `tfd:` line of
+/// /proc/self/fdinfo/<set> with that number and that `ino:`. (The number alone could match a set inherited from
+/// another process, whose lines give that process's numbers.)
+static int holds(int set, int descriptor, unsigned long inode) {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fdinfo/%d", set);
     FILE *info = fopen(path, "re");
@@ -17,15 +21,19 @@ static int holds(int set, int descriptor) {
     int found = 0;
     while (!found && fgets(line, sizeof line, info)) {
         int target;
-        if (sscanf(line, "tfd: %d", &target) == 1 && target == descriptor) found = 1;
+        if (sscanf(line, "tfd: %d", &target) != 1 || target != descriptor) continue;
+        const char *field = strstr(line, " ino:");
+        if (field && strtoul(field + 5, NULL, 16) == inode) found = 1;
     }
     fclose(info);
     return found;
 }
 
 int cached_epoll_set_holding(int descriptor) {
+    struct stat file;
+    if (fstat(descriptor, &file) != 0) return -2;
     DIR *directory = opendir("/proc/self/fd");
-    if (!directory) return -1;
+    if (!directory) return errno == EMFILE || errno == ENFILE || errno == ENOMEM ? -2 : -1;
     int result = -1;
     struct dirent *item;
     char target[64];
@@ -36,7 +44,7 @@ int cached_epoll_set_holding(int descriptor) {
         target[length] = 0;
         if (strcmp(target, "anon_inode:[eventpoll]") != 0) continue;
         int set = atoi(item->d_name);
-        if (holds(set, descriptor)) result = set;
+        if (holds(set, descriptor, (unsigned long)file.st_ino)) result = set;
     }
     closedir(directory);
     return result;

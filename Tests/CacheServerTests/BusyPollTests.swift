@@ -206,6 +206,25 @@ struct BusyPollTests {
         #expect(recorder.lastRead != nil, "the loop read the input")
     }
 
+    @Test("a watch of the loop's own set without input lasts its window")
+    func loopSetWithoutInput() throws {
+        let (group, _, poll) = Self.make(microseconds: 30_000)
+        defer { try? group.syncShutdownGracefully() }
+        let loop = group.next()
+        let (channel, descriptor, peer, _) = try Self.registeredConnection(on: loop)
+        defer {
+            try? channel.close().wait()
+            close(peer)
+        }
+        #expect(try loop.submit { poll.watch(descriptor: descriptor) && poll.watchesLoopSet }.wait())
+        let start = DispatchTime.now()
+        try Self.read(poll, on: loop)
+        let counts = try Self.counts(poll, on: loop, atLeast: 1)
+        let elapsed = DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds
+        #expect(counts == (1, 0), "a watch of a set with nothing to report ended early")
+        #expect(elapsed >= 30_000_000, "the loop ran other work before the 30 ms window had passed")
+    }
+
     @Test("CONFIG SET busy-poll applies to the next read")
     func followsTheConfiguration() throws {
         let (group, state, poll) = Self.make(microseconds: 0)

@@ -22,14 +22,16 @@ static inline int cached_watch_set_ready(int set) {
     return epoll_wait(set, &event, 1, 0);
 }
 
-/// The epoll set of this process that holds `descriptor` (found through /proc/self/fd and fdinfo), or -1.
+/// The epoll set of this process that holds `descriptor` (found through /proc/self/fd and fdinfo, matching the
+/// descriptor's number and its file), -1 if none does, or -2 if the search could not be made now (out of
+/// descriptors or memory).
 int cached_epoll_set_holding(int descriptor);
 
 /// Whether the epoll set `set` has anything to report (it is readable itself), without taking the report:
-/// 1 if so, 0 if not, -1 on error.
+/// 1 if so, 0 if not (or on an error).
 static inline int cached_epoll_set_ready(int set) {
     struct pollfd entry = { .fd = set, .events = POLLIN };
-    return poll(&entry, 1, 0);
+    return poll(&entry, 1, 0) > 0 && (entry.revents & POLLIN) != 0;
 }
 
 /// Tells the processor that the caller is waiting in a loop (`pause` on x86, `yield` on ARM), which saves power

@@ -34,14 +34,12 @@ package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
     @exclusivity(unchecked) private var target = Target.unknown
 
     private enum Target: Equatable {
-        /// No connection yet.
+        /// Not known yet: no connection so far, or the search could not be made (out of descriptors).
         case unknown
         /// The loop's own epoll set.
         case loopSet(CInt)
         /// An epoll set of the poller's, holding the loop's connections (the loop's was not found).
         case ownSet(CInt)
-        /// Nothing: the poller's set could not be made.
-        case none
     }
 
     // Touched only on the event loop.
@@ -67,18 +65,20 @@ package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
     @discardableResult
     package func watch(descriptor: CInt) -> Bool {
         if target == .unknown {
-            let loopSet = cached_epoll_set_holding(descriptor)
-            if loopSet >= 0 {
-                target = .loopSet(loopSet)
-            } else {
+            // Searched again at a later connection if it cannot be made now; so is the poller's own set.
+            switch cached_epoll_set_holding(descriptor) {
+            case -2: return false
+            case -1:
                 let ownSet = cached_watch_set_create()
-                target = ownSet >= 0 ? .ownSet(ownSet) : .none
+                guard ownSet >= 0 else { return false }
+                target = .ownSet(ownSet)
+            case let loopSet: target = .loopSet(loopSet)
             }
         }
         switch target {
         case .loopSet: return true
         case .ownSet(let set): return cached_watch_set_add(set, descriptor) == 0
-        case .unknown, .none: return false
+        case .unknown: return false
         }
     }
 
@@ -97,7 +97,7 @@ package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
 
     private func schedule() {
         let window = window()
-        guard window > 0 else { return }
+        guard window > 0, target != .unknown else { return }
         windowNanoseconds = UInt64(window)
         pending = true
         do {
@@ -115,7 +115,7 @@ package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
         switch target {
         case .loopSet(let descriptor): (set, loopSet) = (descriptor, true)
         case .ownSet(let descriptor): (set, loopSet) = (descriptor, false)
-        case .unknown, .none: return  // nothing to watch
+        case .unknown: return  // nothing to watch
         }
         watches += 1
         let start = MonotonicClock.now()

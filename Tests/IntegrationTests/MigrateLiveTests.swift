@@ -1,6 +1,7 @@
 import CachedTestSupport
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 /// MIGRATE between the two servers, both ways: cached-server's MIGRATE into redis-server, and redis-server's
@@ -103,6 +104,45 @@ struct MigrateLiveTests {
         let waited = Date().timeIntervalSince(start)
         #expect(waited >= 0.25 && waited < 5, "MIGRATE gave up after \(waited) s")
         #expect(try a.command("GET", "k") == .bulk("v"))
+        // A step that timed out is not tried again on a new connection: one connection waits to be accepted.
+        _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) | O_NONBLOCK)
+        let first = accept(listener, nil, nil)
+        let second = accept(listener, nil, nil)
+        #expect(first >= 0 && second < 0, "connections made: \(first >= 0 ? 1 : 0) + \(second >= 0 ? 1 : 0)")
+        if first >= 0 { close(first) }
+        if second >= 0 { close(second) }
+    }
+
+    @Test("a connection the target closes before answering is replaced by a new one, once", arguments: [ServerProcess.Kind.redis, .cached])
+    func targetClosesFirstConnection(_ source: ServerProcess.Kind) throws {
+        let from = try ServerProcess.start(source)
+        defer { from.stop() }
+        // A target (fault injection) that reads the first connection's request and closes it unanswered, then
+        // answers SELECT and RESTORE on the second with +OK each.
+        let (listener, port) = try listenOnLoopback()
+        defer { close(listener) }
+        let accepted = Mutex(0)
+        let finished = Mutex(false)
+        Thread.detachNewThread {
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            for attempt in 1...2 {
+                let connection = accept(listener, nil, nil)
+                guard connection >= 0 else { return }
+                accepted.withLock { $0 = attempt }
+                _ = recv(connection, &buffer, buffer.count, 0)
+                if attempt == 2 {
+                    _ = send(connection, "+OK\r\n+OK\r\n", 10, 0)
+                    while !finished.withLock({ $0 }) { usleep(10_000) }
+                }
+                close(connection)
+            }
+        }
+        defer { finished.withLock { $0 = true } }
+        let a = try from.connect()
+        #expect(try a.command("SET", "k", "v") == .status("OK"))
+        #expect(try a.command("MIGRATE", "127.0.0.1", String(port), "k", "0", "5000") == .status("OK"))
+        #expect(accepted.withLock { $0 } == 2)
+        #expect(try a.command("EXISTS", "k") == .integer(0))
     }
 
     /// A numeric field of a server's INFO `section`.
@@ -139,6 +179,11 @@ struct MigrateLiveTests {
 
             // The target closes the kept connection: the next MIGRATE finds out and makes a new one.
             #expect(try b.command("CLIENT", "KILL", "TYPE", "normal") == .integer(1))
+            // The kill takes effect on the connection's own thread: wait for it.
+            let killed = Date()
+            while try Self.info(b, "clients", "connected_clients") != 1 && Date().timeIntervalSince(killed) < 10 {
+                usleep(10_000)
+            }
             #expect(try a.command("MIGRATE", "127.0.0.1", port, "k4", "1", "5000") == .status("OK"))
             #expect(try a.command("MIGRATE", "127.0.0.1", port, "k5", "1", "5000") == .status("OK"))
             #expect(try Self.info(b, "stats", "total_connections_received") == connections + 2)
@@ -159,24 +204,23 @@ struct MigrateLiveTests {
         for (source, target) in Self.pairs {
             servers.append((try ServerProcess.start(source), try ServerProcess.start(target)))
         }
-        var connections: [(a: HiredisConnection, b: HiredisConnection)] = []
+        var connections: [(a: HiredisConnection, b: HiredisConnection, migrated: Date)] = []
         for (from, to) in servers {
             let a = try from.connect()
             let b = try to.connect()
             #expect(try a.command("SET", "k", "v") == .status("OK"))
             #expect(try a.command("MIGRATE", "127.0.0.1", String(to.port), "k", "0", "5000") == .status("OK"))
-            connections.append((a, b))
+            connections.append((a, b, Date()))
         }
-        let start = Date()
-        for (a, b) in connections {
+        for (a, b, _) in connections {
             #expect(try Self.info(b, "clients", "connected_clients") == 2)
             #expect(try Self.info(a, "stats", "migrate_cached_sockets") == 1)
         }
-        for (source, (a, b)) in zip(Self.pairs.map(\.0), connections) {
-            while try Self.info(b, "clients", "connected_clients") == 2 && Date().timeIntervalSince(start) < 30 {
+        for (source, (a, b, migrated)) in zip(Self.pairs.map(\.0), connections) {
+            while try Self.info(b, "clients", "connected_clients") == 2 && Date().timeIntervalSince(migrated) < 30 {
                 usleep(100_000)
             }
-            let kept = Date().timeIntervalSince(start)
+            let kept = Date().timeIntervalSince(migrated)
             #expect(try Self.info(b, "clients", "connected_clients") == 1)
             #expect(try Self.info(a, "stats", "migrate_cached_sockets") == 0)
             #expect(kept > 9 && kept < 20, "\(source)'s connection was closed after \(kept) s")

@@ -84,7 +84,8 @@ enum MigrateCommand {
         while true {
             let connection: OutboundConnection
             var selected: Int?
-            if let kept = sockets.take(target) {
+            // A kept connection the target has closed since (or that has bytes nobody asked for) is dropped.
+            if let kept = sockets.take(target), kept.connection.isQuiet() {
                 (connection, selected) = (kept.connection, kept.database)
             } else {
                 do {
@@ -118,17 +119,18 @@ enum MigrateCommand {
             var answered = 0
             var failure: OutboundConnection.Failure?
             do {
-                var preamble: [[UInt8]] = []
+                var preambleError: [UInt8]?
                 for _ in 0..<((credentials.isEmpty ? 0 : 1) + (select ? 1 : 0)) {
-                    preamble.append(try connection.readLine(step: step))
+                    let line = try connection.readLine(step: step)
+                    if preambleError == nil && line.first == UInt8(ascii: "-") { preambleError = line }
                 }
-                targetError = preamble.first { $0.first == UInt8(ascii: "-") }
-                // After a failed AUTH or SELECT, nothing the target says counts as restored.
-                let preambleFailed = targetError != nil
                 for argument in moving {
                     let line = try connection.readLine(step: step)
                     answered += 1
-                    if line.first == UInt8(ascii: "-") || preambleFailed {
+                    // As Redis: AUTH's or SELECT's error counts once a key's reply has come (if none comes, the
+                    // connection failed: retried, or an IOERR). After it, no key counts as restored.
+                    if targetError == nil { targetError = preambleError }
+                    if line.first == UInt8(ascii: "-") || preambleError != nil {
                         if targetError == nil { targetError = line }
                     } else if !copy {
                         remove(&c, argument)
@@ -145,7 +147,7 @@ enum MigrateCommand {
                 }
                 // As Redis: an error the target gave before the connection failed is the answer.
                 if targetError == nil { return c.error(ioReading) }
-            } else {
+            } else if !connection.hasUnreadBytes {
                 // Kept for the next MIGRATE to this target; after an error from the target, it selects again.
                 sockets.keep(
                     connection, to: target, database: targetError == nil ? database : nil,

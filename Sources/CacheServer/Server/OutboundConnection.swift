@@ -57,6 +57,18 @@ package final class OutboundConnection: @unchecked Sendable {
 
     deinit { close(descriptor) }
 
+    /// Whether bytes the target sent are waiting here, read from the socket and not consumed.
+    package var hasUnreadBytes: Bool { start < received.count }
+
+    /// Whether the connection can start a new exchange: nothing unread, here or in the socket, and the target has
+    /// not closed it (a kept connection the target dropped while it was unused).
+    package func isQuiet() -> Bool {
+        guard !hasUnreadBytes else { return false }
+        var byte: UInt8 = 0
+        let n = recv(descriptor, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+    }
+
     /// Sends all of `bytes`, each part within `step` nanoseconds of the one before (as Redis allows its timeout
     /// per write). What the target answers meanwhile is read and kept, so that a target that stops reading
     /// while its replies wait does not stall the transfer.

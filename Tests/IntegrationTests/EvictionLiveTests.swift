@@ -7,16 +7,6 @@ import Testing
 /// noeviction refuses writes as redis-server does.
 @Suite("maxmemory on a live server")
 struct EvictionLiveTests {
-    static func info(_ connection: HiredisConnection, _ section: String) throws -> [String: String] {
-        let text = try #require(try connection.command("INFO", section).text)
-        var fields: [String: String] = [:]
-        for line in text.split(separator: "\r\n") {
-            let parts = line.split(separator: ":", maxSplits: 1)
-            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
-        }
-        return fields
-    }
-
     @Test("--maxmemory 20mb: 100 MB of writes keep RSS within 1.1 × 20 MB of the idle server's, with evictions")
     func residentMemoryStaysBounded() throws {
         let limit = 20 * 1024 * 1024
@@ -51,8 +41,8 @@ struct EvictionLiveTests {
 
         let bound = limit + limit / 10 + base
         #expect(peak <= bound, "peak RSS \(peak) > 1.1 × \(limit) + base \(base)")
-        let stats = try Self.info(connection, "stats")
-        let memory = try Self.info(connection, "memory")
+        let stats = try connection.info("stats")
+        let memory = try connection.info("memory")
         #expect(Int(stats["evicted_keys"] ?? "") ?? 0 > 50_000, "\(stats)")
         #expect(memory["maxmemory"] == String(limit))
         #expect(memory["maxmemory_policy"] == "allkeys-sieve")
@@ -75,7 +65,7 @@ struct EvictionLiveTests {
             for i in start..<(start + 500) { try connection.append("SET", "key:\(i)", value) }
             for _ in 0..<500 { #expect(try connection.reply() == .ok) }
         }
-        func used() throws -> Int { Int(try Self.info(connection, "memory")["used_memory"] ?? "") ?? 0 }
+        func used() throws -> Int { Int(try connection.info("memory")["used_memory"] ?? "") ?? 0 }
         let before = try used()
         // The last thousand keys are read after the others: an LRU keeps them.
         Thread.sleep(forTimeInterval: 1.1)
@@ -85,7 +75,7 @@ struct EvictionLiveTests {
         #expect(try connection.command("CONFIG", "SET", "maxmemory", String(limit)) == .ok)
         // Only reads and INFO from here on.
         try poll("used_memory within maxmemory", timeout: 5) { try used() <= limit }
-        let evicted = Int(try Self.info(connection, "stats")["evicted_keys"] ?? "") ?? 0
+        let evicted = Int(try connection.info("stats")["evicted_keys"] ?? "") ?? 0
         let keys = try connection.command("DBSIZE")
         #expect(evicted > 2_000, "\(evicted) evicted")
         #expect(keys == .integer(Int64(10_000 - evicted)))
@@ -117,7 +107,7 @@ struct EvictionLiveTests {
         #expect(try connection.command("GET", "key:0") == .bulk(value))
         #expect(try connection.command("INCR", "counter") == .error("OOM command not allowed when used memory > 'maxmemory'."))
         #expect(try connection.command("DEL", "key:0") == .integer(1))
-        #expect(try Self.info(connection, "stats")["evicted_keys"] == "0")
+        #expect(try connection.info("stats")["evicted_keys"] == "0")
     }
 
     @Test("A limit set with CONFIG SET holds from the next command: an idle server's own memory is over 1 byte",

@@ -145,48 +145,36 @@ struct MigrateLiveTests {
         #expect(try a.command("EXISTS", "k") == .integer(0))
     }
 
-    /// A numeric field of a server's INFO `section`.
-    private static func info(_ connection: HiredisConnection, _ section: String, _ field: String) throws -> Int? {
-        let text = try connection.command("INFO", section).text ?? ""
-        for line in text.split(separator: "\r\n") where line.hasPrefix(field + ":") {
-            return Int(line.dropFirst(field.count + 1))
-        }
-        return nil
-    }
-
     /// The calls of `command` the server has run (INFO commandstats).
     private static func calls(_ connection: HiredisConnection, _ command: String) throws -> Int {
-        let text = try connection.command("INFO", "commandstats").text ?? ""
-        for line in text.split(separator: "\r\n") where line.hasPrefix("cmdstat_\(command):calls=") {
-            return Int(line.dropFirst("cmdstat_\(command):calls=".count).prefix { $0.isNumber }) ?? 0
-        }
-        return 0
+        let stat = try connection.info("commandstats")["cmdstat_\(command)"] ?? "calls=0"
+        return Int(stat.dropFirst("calls=".count).prefix { $0.isNumber }) ?? 0
     }
 
     @Test("MIGRATEs to one target share a connection, which selects only another database; one the target closed is replaced", arguments: pairs)
     func keptConnection(_ source: ServerProcess.Kind, _ target: ServerProcess.Kind) throws {
         try Self.withServers(source, target) { a, b, port in
             #expect(try a.command("MSET", "k1", "1", "k2", "2", "k3", "3", "k4", "4", "k5", "5") == .status("OK"))
-            let connections = try #require(try Self.info(b, "stats", "total_connections_received"))
+            let connections = try #require(try b.infoInteger("stats", "total_connections_received"))
             let selects = try Self.calls(b, "select")
 
             for (key, database) in [("k1", "0"), ("k2", "1"), ("k3", "0")] {
                 #expect(try a.command("MIGRATE", "127.0.0.1", port, key, database, "5000") == .status("OK"))
             }
-            #expect(try Self.info(b, "stats", "total_connections_received") == connections + 1, "one connection for three")
-            #expect(try Self.info(b, "clients", "connected_clients") == 2)
-            #expect(try Self.info(a, "stats", "migrate_cached_sockets") == 1)
+            #expect(try b.infoInteger("stats", "total_connections_received") == connections + 1, "one connection for three")
+            #expect(try b.infoInteger("clients", "connected_clients") == 2)
+            #expect(try a.infoInteger("stats", "migrate_cached_sockets") == 1)
 
             // The target closes the kept connection: the next MIGRATE finds out and makes a new one.
             #expect(try b.command("CLIENT", "KILL", "TYPE", "normal") == .integer(1))
             // The kill takes effect on the connection's own thread: wait for it.
             let killed = Date()
-            while try Self.info(b, "clients", "connected_clients") != 1 && Date().timeIntervalSince(killed) < 10 {
+            while try b.infoInteger("clients", "connected_clients") != 1 && Date().timeIntervalSince(killed) < 10 {
                 usleep(10_000)
             }
             #expect(try a.command("MIGRATE", "127.0.0.1", port, "k4", "1", "5000") == .status("OK"))
             #expect(try a.command("MIGRATE", "127.0.0.1", port, "k5", "1", "5000") == .status("OK"))
-            #expect(try Self.info(b, "stats", "total_connections_received") == connections + 2)
+            #expect(try b.infoInteger("stats", "total_connections_received") == connections + 2)
             // SELECT 0, 1, 0 on the first connection, 1 on the second; none for k5 (database 1 already).
             #expect(try Self.calls(b, "select") - selects == 4)
 
@@ -213,16 +201,16 @@ struct MigrateLiveTests {
             connections.append((a, b, Date()))
         }
         for (a, b, _) in connections {
-            #expect(try Self.info(b, "clients", "connected_clients") == 2)
-            #expect(try Self.info(a, "stats", "migrate_cached_sockets") == 1)
+            #expect(try b.infoInteger("clients", "connected_clients") == 2)
+            #expect(try a.infoInteger("stats", "migrate_cached_sockets") == 1)
         }
         for (source, (a, b, migrated)) in zip(Self.pairs.map(\.0), connections) {
-            while try Self.info(b, "clients", "connected_clients") == 2 && Date().timeIntervalSince(migrated) < 30 {
+            while try b.infoInteger("clients", "connected_clients") == 2 && Date().timeIntervalSince(migrated) < 30 {
                 usleep(100_000)
             }
             let kept = Date().timeIntervalSince(migrated)
-            #expect(try Self.info(b, "clients", "connected_clients") == 1)
-            #expect(try Self.info(a, "stats", "migrate_cached_sockets") == 0)
+            #expect(try b.infoInteger("clients", "connected_clients") == 1)
+            #expect(try a.infoInteger("stats", "migrate_cached_sockets") == 0)
             #expect(kept > 9 && kept < 20, "\(source)'s connection was closed after \(kept) s")
         }
     }

@@ -9,10 +9,6 @@ import Testing
 struct PauseWaitLiveTests {
     static let kinds: [ServerProcess.Kind] = [.redis, .cached]
 
-    static func info(_ connection: HiredisConnection, _ section: String) throws -> [String: String] {
-        try EvictionLiveTests.info(connection, section)
-    }
-
     /// The id of the connection whose CLIENT LIST line has `cmd=<command>`, and that line.
     static func client(running command: String, on connection: HiredisConnection) throws -> (id: String, line: String)? {
         let list = try #require(try connection.command("CLIENT", "LIST").text)
@@ -37,13 +33,13 @@ struct PauseWaitLiveTests {
         Thread.sleep(forTimeInterval: 0.1)
         let blocked = try #require(try Self.client(running: "wait", on: admin))
         #expect(blocked.line.contains(" flags=b "), "\(blocked.line)")
-        let clients = try Self.info(admin, "clients")
+        let clients = try admin.info("clients")
         #expect(clients["blocked_clients"] == "1")
         #expect(clients["clients_in_timeout_table"] == "1")
         #expect(try waiter.readReplies(2) == [.integer(0), .status("PONG")])
         let waited = Date().timeIntervalSince(start)
         #expect(waited >= 0.35 && waited < 5, "WAIT 1 400 answered after \(waited) s")
-        #expect(try Self.info(admin, "clients")["blocked_clients"] == "0")
+        #expect(try admin.info("clients")["blocked_clients"] == "0")
     }
 
     @Test("CLIENT REPLY SKIP before WAIT drops the reply WAIT sends when it is released", arguments: kinds)
@@ -66,7 +62,7 @@ struct PauseWaitLiveTests {
             try waiter.send("WAIT 3 0\r\n")
             #expect(try waiter.silent(for: 0.2))
             let blocked = try #require(try Self.client(running: "wait", on: admin))
-            #expect(try Self.info(admin, "clients")["clients_in_timeout_table"] == "0")
+            #expect(try admin.info("clients")["clients_in_timeout_table"] == "0")
             #expect(try admin.command("CLIENT", "UNBLOCK", blocked.id, reason) == .integer(1))
             #expect(try waiter.readReplies(1) == [reply])
             #expect(try admin.command("CLIENT", "UNBLOCK", blocked.id, reason) == .integer(0))
@@ -104,12 +100,12 @@ struct PauseWaitLiveTests {
         #expect(try publisher.silent(for: 0.01))
         let held = try #require(try Self.client(running: "set", on: admin))
         #expect(held.line.contains(" flags=b "), "\(held.line)")
-        #expect(try Self.info(admin, "clients")["blocked_clients"] == "2")
+        #expect(try admin.info("clients")["blocked_clients"] == "2")
 
         #expect(try admin.command("CLIENT", "UNPAUSE") == .status("OK"))
         #expect(try writer.readReplies(2) == [.status("OK"), .bulk("after")])
         #expect(try publisher.readReplies(1) == [.integer(0)])
-        #expect(try Self.info(admin, "clients")["blocked_clients"] == "0")
+        #expect(try admin.info("clients")["blocked_clients"] == "0")
     }
 
     @Test("CLIENT PAUSE ALL holds every command, CLIENT UNPAUSE too, until the pause's end", arguments: kinds)
@@ -213,8 +209,8 @@ struct PauseWaitLiveTests {
             #expect(try leaving.silent(for: 0.2))
         }
         let deadline = Date().addingTimeInterval(5)
-        while try Self.info(admin, "clients")["blocked_clients"] != "0" && Date() < deadline { usleep(20_000) }
-        #expect(try Self.info(admin, "clients")["blocked_clients"] == "0")
+        while try admin.info("clients")["blocked_clients"] != "0" && Date() < deadline { usleep(20_000) }
+        #expect(try admin.info("clients")["blocked_clients"] == "0")
         #expect(try admin.command("CLIENT", "UNPAUSE") == .status("OK"))
         #expect(try admin.command("EXISTS", "gone") == .integer(0))
     }

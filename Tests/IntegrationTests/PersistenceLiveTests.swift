@@ -29,11 +29,6 @@ struct PersistenceLiveTests {
         try ServerProcess.start(.cached, arguments: ["--dir", data.path] + arguments)
     }
 
-    private func info(_ connection: HiredisConnection, _ field: String) throws -> String? {
-        let text = try connection.command("INFO", "persistence").text ?? ""
-        return text.split(separator: "\r\n").first { $0.hasPrefix(field + ":") }.map { String($0.dropFirst(field.count + 1)) }
-    }
-
     private var nowMilliseconds: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     @Test("SAVE, restart: every key is back in its database with its value and absolute expiry; the log says how many")
@@ -65,8 +60,8 @@ struct PersistenceLiveTests {
         #expect(try d.command("PEXPIRETIME", "ttl") == .integer(expiry))
         #expect(try d.command("SELECT", "5") == .ok)
         #expect(try d.command("GET", "elsewhere") == .bulk("y"))
-        #expect(try info(d, "rdb_last_load_keys_loaded") == "5")
-        #expect(try info(d, "rdb_changes_since_last_save") == "0")
+        #expect(try d.info("persistence")["rdb_last_load_keys_loaded"] == "5")
+        #expect(try d.info("persistence")["rdb_changes_since_last_save"] == "0")
         let log = second.standardError()
         #expect(log.contains("Snapshot loaded") && log.contains("keys=5") && log.contains("expired=0"), "\(log)")
     }
@@ -143,7 +138,7 @@ struct PersistenceLiveTests {
         try FileManager.default.createDirectory(atPath: data.path + "/snap.db/in-the-way", withIntermediateDirectories: true)
         func saveFinished(_ status: String) throws {
             try poll("the background save to end (\(status))", timeout: 15) {
-                try info(c, "rdb_bgsave_in_progress") == "0" && info(c, "rdb_last_bgsave_status") == status
+                try c.info("persistence")["rdb_bgsave_in_progress"] == "0" && c.info("persistence")["rdb_last_bgsave_status"] == status
             }
         }
         #expect(try c.command("BGSAVE") == .status("Background saving started"))
@@ -186,7 +181,7 @@ struct PersistenceLiveTests {
         #expect(try c.command("SAVE") == .ok)
         #expect(try c.command("SELECT", "3") == .ok)
         #expect(try c.command("FLUSHALL") == .ok)
-        #expect(try info(c, "rdb_changes_since_last_save") == "0")
+        #expect(try c.info("persistence")["rdb_changes_since_last_save"] == "0")
         kill(server.pid, SIGKILL)
         #expect(server.waitForExit(timeout: 10) == 128 + SIGKILL)
         server.stop()
@@ -221,7 +216,7 @@ struct PersistenceLiveTests {
         try poll("the log to say the save was called off", timeout: 5) {
             server.standardErrorSoFar().contains("Background save called off")
         }
-        #expect(try info(c, "rdb_last_bgsave_status") == "ok", "a save called off is not a failure")
+        #expect(try c.info("persistence")["rdb_last_bgsave_status"] == "ok", "a save called off is not a failure")
         #expect(try c.command("SET", "after", "flush") == .ok, "no MISCONF")
         kill(server.pid, SIGKILL)
         #expect(server.waitForExit(timeout: 10) == 128 + SIGKILL)
@@ -239,12 +234,12 @@ struct PersistenceLiveTests {
         let before = try c.command("LASTSAVE")
         #expect(try c.command("SET", "k", "v") == .ok)
 
-        try poll("the scheduled snapshot", timeout: 15) { try info(c, "rdb_saves") == "1" }
+        try poll("the scheduled snapshot", timeout: 15) { try c.info("persistence")["rdb_saves"] == "1" }
 
         #expect(data.exists)
         #expect(try c.command("LASTSAVE") != before)
-        #expect(try info(c, "rdb_changes_since_last_save") == "0")
-        #expect(try info(c, "rdb_last_bgsave_status") == "ok")
+        #expect(try c.info("persistence")["rdb_changes_since_last_save"] == "0")
+        #expect(try c.info("persistence")["rdb_last_bgsave_status"] == "ok")
         #expect(server.standardError().contains("trigger=\"save 1 1\""))
     }
 

@@ -9,19 +9,8 @@ struct ServerCommandsLiveTests {
 
     // MARK: INFO
 
-    /// INFO's fields as name → value.
-    private func info(_ connection: HiredisConnection, _ section: String...) throws -> [String: String] {
-        let text = try #require(try connection.command(["INFO"] + section).text)
-        var fields: [String: String] = [:]
-        for line in text.split(separator: "\r\n") where !line.hasPrefix("#") {
-            let parts = line.split(separator: ":", maxSplits: 1)
-            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
-        }
-        return fields
-    }
-
     private func stat(_ connection: HiredisConnection, _ name: String) throws -> Int {
-        let value = try info(connection, "stats")[name] ?? info(connection, "clients")[name]
+        let value = try connection.info("stats")[name] ?? connection.info("clients")[name]
         return try #require(value.flatMap { Int($0) }, "\(name) in INFO")
     }
 
@@ -199,7 +188,7 @@ struct ServerCommandsLiveTests {
 
         #expect(try connection.command("CONFIG", "RESETSTAT") == .ok)
 
-        let stats = try info(connection, "stats")
+        let stats = try connection.info("stats")
         #expect(stats["keyspace_hits"] == "0")
         #expect(stats["keyspace_misses"] == "0")
         #expect(stats["expired_keys"] == "0")

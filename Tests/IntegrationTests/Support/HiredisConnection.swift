@@ -1,5 +1,6 @@
 import CHiredis
 import Foundation
+import Testing
 
 /// A blocking connection through hiredis, the C client library most Redis clients are built on.
 /// Not thread safe: use one connection per thread.
@@ -141,4 +142,22 @@ struct HiredisError: Error, CustomStringConvertible {
 private func timeval(_ seconds: TimeInterval) -> timeval {
     let whole = Int(seconds)
     return Glibc.timeval(tv_sec: whole, tv_usec: Int((seconds - Double(whole)) * 1_000_000))
+}
+
+extension HiredisConnection {
+    /// The fields of INFO `sections` (the default ones when none is named) as name → value.
+    func info(_ sections: String...) throws -> [String: String] {
+        let text = try #require(try command(["INFO"] + sections).text, "INFO gave no text")
+        var fields: [String: String] = [:]
+        for line in text.split(separator: "\r\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        return fields
+    }
+
+    /// A numeric field of INFO `section`; nil when there is none.
+    func infoInteger(_ section: String, _ field: String) throws -> Int? {
+        try info(section)[field].flatMap { Int($0) }
+    }
 }

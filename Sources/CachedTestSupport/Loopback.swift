@@ -45,28 +45,36 @@ public func listenOnLoopback(port: Int = 0, backlog: Int32 = 16, reuseAddress: B
     }
 }
 
-/// A blocking TCP connection to 127.0.0.1:`port` (with `TCP_NODELAY`), as a file descriptor.
-public func connectLoopback(port: Int) throws -> Int32 {
+/// A blocking TCP connection to `host`:`port` (with `TCP_NODELAY`), as a file descriptor; `host` is an IPv4
+/// address of the loopback range.
+public func connectLoopback(port: Int, host: String = "127.0.0.1") throws -> Int32 {
     let fd = try loopbackSocket()
-    var addr = loopbackAddress(port: port)
+    var addr = loopbackAddress(port: port, host: host)
     let rc = withUnsafePointer(to: &addr) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
     guard rc == 0 else {
         close(fd)
-        throw TestEnvironmentError("connect to 127.0.0.1:\(port) failed: errno \(errno)")
+        throw TestEnvironmentError("connect to \(host):\(port) failed: errno \(errno)")
     }
     var one: Int32 = 1
     setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
     return fd
 }
 
-/// The address 127.0.0.1:`port`.
-public func loopbackAddress(port: Int) -> sockaddr_in {
+/// Whether a TCP connection to `host`:`port` is accepted (it is closed at once).
+public func acceptsConnections(port: Int, host: String = "127.0.0.1") -> Bool {
+    guard let fd = try? connectLoopback(port: port, host: host) else { return false }
+    close(fd)
+    return true
+}
+
+/// The address `host`:`port` (127.0.0.1 unless another IPv4 address is given).
+public func loopbackAddress(port: Int, host: String = "127.0.0.1") -> sockaddr_in {
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_port = in_port_t(UInt16(port).bigEndian)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    addr.sin_addr.s_addr = inet_addr(host)
     return addr
 }
 

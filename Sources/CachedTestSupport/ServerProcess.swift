@@ -187,6 +187,17 @@ public final class ServerProcess: @unchecked Sendable {
         String(decoding: stderr.data, as: UTF8.self)
     }
 
+    /// Waits up to `timeout` for `text` to appear in what the server writes to standard error (which reaches the
+    /// test a little after the server wrote it); whether it did.
+    public func waitForLog(_ text: String, timeout: TimeInterval = 10) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !standardErrorSoFar().contains(text) {
+            guard Date() < deadline else { return false }
+            usleep(5_000)
+        }
+        return true
+    }
+
     /// Stops the server (if it still runs) and returns everything it wrote to standard error.
     public func standardError() -> String {
         stop()

@@ -74,6 +74,48 @@ struct ConnectionHandlerTests {
         _ = try channel.finish()
     }
 
+    @Test("an HTTP request cut into reads of any size closes the connection at its POST line: nothing runs or replies",
+          arguments: [1, 3, 16, 17, 64, 4096])
+    func httpRequestInPieces(chunk: Int) throws {
+        let server = ServerState(configuration: ServerConfiguration(), clock: ManualClock(), logger: Logger(label: "cached.tests"))
+        func connected() throws -> EmbeddedChannel {
+            let channel = EmbeddedChannel(handler: ConnectionHandler(server: server))
+            channel.remoteAddress = try SocketAddress(ipAddress: "127.0.0.1", port: 50000)
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 6379)).wait()
+            return channel
+        }
+        let attacker = try connected()
+        let request = "PING\r\nPOST / HTTP/1.1\r\nHost: 127.0.0.1:6379\r\nContent-Type: text/plain\r\n\r\nSET pwned 1\r\nFLUSHALL\r\n"
+        var reply: [UInt8] = []
+        var offset = 0
+        let bytes = Array(request.utf8)
+        while offset < bytes.count && attacker.isActive {
+            let end = min(offset + chunk, bytes.count)
+            try attacker.writeInbound(ByteBuffer(bytes: bytes[offset..<end]))
+            while let out = try attacker.readOutbound(as: ByteBuffer.self) { reply += Array(out.readableBytesView) }
+            offset = end
+        }
+        #expect(!attacker.isActive)
+        // PONG was sent when the read that held the PING ended before the whole POST line (23 bytes in) had come;
+        // else it is dropped with the connection.
+        let pongSent = chunk < 23
+        #expect(reply == (pongSent ? Array("+PONG\r\n".utf8) : []), "\(String(decoding: reply, as: UTF8.self))")
+        let witness = try connected()
+        let check = try Self.exchange(Self.command(["EXISTS", "pwned"]), chunk: 64, on: witness)
+        #expect(check == Array(":0\r\n".utf8))
+        _ = try witness.finish()
+    }
+
+    @Test("POST and Host: are recognised in any case, and only as whole names")
+    func httpCommandNames() {
+        for name in ["POST", "post", "pOsT", "HOST:", "host:", "Host:"] {
+            #expect(Array(name.utf8).withUnsafeBytes { CrossProtocolGuard.isHTTPCommandName($0) }, "\(name)")
+        }
+        for name in ["POSTS", "POS", "HOST", "HOST;", "HOST:X", "host\u{1A}", "GET", "", "PUT"] {
+            #expect(!Array(name.utf8).withUnsafeBytes { CrossProtocolGuard.isHTTPCommandName($0) }, "\(name)")
+        }
+    }
+
     @Test("a protocol error after a partial command closes the connection after the replies owed")
     func protocolErrorAcrossReads() throws {
         let channel = try Self.connectedChannel()

@@ -32,6 +32,10 @@ package enum CommandExecutor {
         }
         // Redis's order of checks: existence, arity, then authentication.
         guard let index = server.commands.lookup(arguments[0]) else {
+            if CrossProtocolGuard.isHTTPCommandName(arguments[0]) {
+                abortHTTPRequest(session, server, now: now)
+                return
+            }
             session.noteCommand(nil)
             reply.writeRESPError(bytes: ReplyError.unknownCommand(arguments))
             if session.inTransaction { session.transactionRefused = true }
@@ -109,6 +113,17 @@ package enum CommandExecutor {
                 server.monitors.closeAll(logger: server.logger)
             }
         }
+    }
+
+    /// A command named `POST` or `Host:`: an HTTP request sent to the server (``CrossProtocolGuard``). As Redis,
+    /// nothing more of the connection runs, nothing is counted, and replies not sent yet are dropped.
+    @inline(never)
+    static func abortHTTPRequest(_ session: ClientSession, _ server: ServerState, now: Int64) {
+        server.crossProtocol.warn(
+            logger: server.logger, client: session.unixSocketPath.map { "unix:\($0)" } ?? session.remoteAddress,
+            nowMilliseconds: now)
+        session.abortConnection = true
+        session.closeAfterReply = true
     }
 
     /// Removes the bytes from `start` to `end` of `reply` (a reply CLIENT REPLY says not to send), keeping what

@@ -5,7 +5,7 @@ import RESP
 /// CONFIG GET / SET / RESETSTAT / REWRITE.
 package enum ConfigCommands {
     /// Parameters whose values are secrets: SLOWLOG shows `(redacted)` for them, as Redis does.
-    static let sensitiveParameters: Set<String> = ["requirepass"]
+    static let sensitiveParameters: Set<String> = ["requirepass", "tls-key-file-pass", "tls-client-key-file-pass"]
 
     static func config(_ c: inout CommandContext) {
         let a = c.arguments
@@ -27,6 +27,9 @@ package enum ConfigCommands {
                     try updated.configSet(changes)
                     if updated.maxClients > config.maxClients {
                         try raiseOpenFilesLimit(for: updated.maxClients, logger: logger)
+                    }
+                    if updated.port != config.port || updated.bind != config.bind {
+                        try listen(as: updated, changes, c.server)
                     }
                     config = updated
                 }
@@ -63,6 +66,25 @@ package enum ConfigCommands {
         } else {
             ConnectionCommands.subcommandError(&c)
         }
+    }
+
+    /// As Redis: CONFIG SET of `port` or `bind` listens there at once; when it cannot, the whole CONFIG SET is
+    /// refused, naming the first of the two in the order given.
+    private static func listen(
+        as config: ServerConfiguration, _ changes: [(name: String, value: String)], _ server: ServerState
+    ) throws(ConfigurationDirectiveError) {
+        guard !server.listen(as: config) else { return }
+        let name = firstChanged(changes, among: ["port", "bind"]) ?? "port"
+        server.logger.warning(
+            "Failed applying new configuration. Possibly related to new \(name) setting. Restoring previous settings.")
+        throw .invalidValue(
+            directive: name,
+            reason: name == "bind" ? "Failed to bind to specified addresses." : "Unable to listen on this port. Check server logs.")
+    }
+
+    /// The canonical name of the first directive of `changes`, in the order given, that is one of `names`.
+    private static func firstChanged(_ changes: [(name: String, value: String)], among names: Set<String>) -> String? {
+        changes.lazy.compactMap { ConfigurationDirective.named($0.name)?.name }.first { names.contains($0) }
     }
 
     /// As Redis does when CONFIG SET raises maxclients: raises the open files limit to fit, and refuses the

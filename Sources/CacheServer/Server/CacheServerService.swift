@@ -15,7 +15,7 @@ public final class CacheServerService: Service, Sendable {
     package let state: ServerState
     private let onServerRunning: (@Sendable ([Int]) -> Void)?
     private let systemd: SystemdNotifier?
-    private let listeners = Mutex<[SocketListener]>([])
+    private let listeners = Mutex<Listeners?>(nil)
     /// How SHUTDOWN asked the server to stop; nil for a signal.
     private let shutdownRequest = Mutex<ShutdownRequest?>(nil)
     private let stopping = Atomic<Bool>(false)
@@ -54,51 +54,24 @@ public final class CacheServerService: Service, Sendable {
         // Connections come from the server's own listeners, which know each connection's descriptor (see
         // SocketListener). As in Redis: port 0 means no TCP listener, and a server that listens nowhere does not
         // start.
-        var bound: [SocketListener] = []
+        let listeners = Listeners(eventLoops: group, backlog: config.tcpBacklog, logger: logger) { descriptor, path in
+            Self.serve(descriptor: descriptor, unixSocketPath: path, group: group, state: state, polls: polls)
+        }
         do {
-            if config.port != 0 {
-                for address in config.bind {
-                    let host = address.hasPrefix("-") ? String(address.dropFirst()) : address
-                    do {
-                        let listener = try SocketListener(
-                            host: host, port: config.port, backlog: Int32(clamping: config.tcpBacklog),
-                            eventLoop: group.next())
-                        bound.append(listener)
-                    } catch where address.hasPrefix("-") {
-                        logger.warning("Could not bind optional address", metadata: ["address": "\(host)", "error": "\(error)"])
-                    }
-                }
-            }
-            if !config.unixSocket.isEmpty {
-                let path = config.unixSocket
-                bound.append(
-                    try SocketListener(unixPath: path, backlog: Int32(clamping: config.tcpBacklog), eventLoop: group.next()))
-                if config.unixSocketPermissions != 0 && chmod(path, mode_t(config.unixSocketPermissions)) != 0 {
-                    throw ListenError.unixSocket(path: path, reason: String(cString: strerror(errno)))
-                }
-            }
-            if bound.isEmpty { throw ListenError.nowhere }
+            try listeners.open(config)
         } catch {
-            for listener in bound {
-                listener.close()
-                try? await listener.closeFuture.get()
-            }
-            // The socket file goes only if this server made it (a file already there is left alone).
-            if bound.contains(where: { $0.path != nil }) { unlink(config.unixSocket) }
             try? await group.shutdownGracefully()
             throw error
         }
         // From the first command on, maxmemory counts the heap beyond the dataset: measured before any
         // connection is accepted (a CONFIG SET maxmemory on the first connection measures it again).
         state.countHeapOverhead()
-        for listener in bound {
-            listener.start(logger: logger) { descriptor in
-                Self.serve(
-                    descriptor: descriptor, unixSocketPath: listener.path, group: group, state: state, polls: polls)
-            }
-        }
-        listeners.withLock { $0 = bound }
-        let ports = bound.compactMap(\.port)
+        listeners.start()
+        self.listeners.withLock { $0 = listeners }
+        // A signal that came while the snapshot loaded.
+        if stopping.load(ordering: .relaxed) { listeners.stop() }
+        state.onListenChange { [listeners] config in listeners.change(to: config) }
+        let ports = listeners.tcpPorts
         let sweeper = ExpirySweeper(state: state)
         sweeper.start()
         state.snapshots.startScheduler { [state] in state.config }
@@ -116,7 +89,7 @@ public final class CacheServerService: Service, Sendable {
         onServerRunning?(ports)
 
         await withGracefulShutdownHandler {
-            for listener in bound { try? await listener.closeFuture.get() }
+            try? await listeners.stopped.get()
         } onGracefulShutdown: {
             self.stopListening()
         }
@@ -293,8 +266,7 @@ public final class CacheServerService: Service, Sendable {
         if !stopping.exchange(true, ordering: .relaxed) {
             notifySystemd("STOPPING=1\nSTATUS=Shutting down")
         }
-        let current = listeners.withLock { $0 }
-        for listener in current { listener.close() }
+        listeners.withLock { $0 }?.stop()
     }
 }
 

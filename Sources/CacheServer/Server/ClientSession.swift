@@ -58,6 +58,9 @@ package final class ClientSession: @unchecked Sendable {
     @exclusivity(unchecked) package var replySkip = false
     /// Set by QUIT and CLIENT KILL of oneself: the connection closes once the reply is written.
     @exclusivity(unchecked) package var closeAfterReply = false
+    /// With ``closeAfterReply``: close without sending the replies not written yet (an HTTP request,
+    /// ``CrossProtocolGuard``).
+    @exclusivity(unchecked) package var abortConnection = false
     /// The most bytes of replies the connection may hold while a command writes its reply: the hard output
     /// limit of its class (`pubsub` while subscribed, `normal` otherwise), and at most
     /// ``CommandContext/maxReplyBytes`` (set by the connection).

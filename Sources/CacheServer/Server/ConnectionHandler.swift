@@ -655,6 +655,11 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     private func closeAfterFlush(context: ChannelHandlerContext) {
         closing = true
         pending = nil
+        if session?.abortConnection == true {
+            output.clear()
+            context.close(promise: nil)
+            return
+        }
         session?.noteTraffic(output: output.readableBytes)
         let reply = output
         output = ByteBuffer()

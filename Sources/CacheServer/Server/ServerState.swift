@@ -31,6 +31,8 @@ package final class ServerState: Sendable {
     package let blocked = BlockedClients()
     /// ACL LOG: failed authentications.
     package let authFailures = AuthFailureLog()
+    /// Closes connections that send HTTP requests.
+    package let crossProtocol = CrossProtocolGuard()
     /// MIGRATE's connections to its targets, kept for reuse.
     package let migrateSockets = MigrateSockets()
     /// Where ``evictToLimit(now:)`` starts next.
@@ -44,6 +46,7 @@ package final class ServerState: Sendable {
     package let runID: String
     private let configuration: Mutex<ServerConfiguration>
     private let shutdownHook = Mutex<(@Sendable (ShutdownRequest) -> Void)?>(nil)
+    private let listenHook = Mutex<(@Sendable (ServerConfiguration) -> Bool)?>(nil)
     private let limitsVersion = Atomic<Int>(0)
     private let busyPollWindow = Atomic<Int64>(0)
     private let latencyTrackingOn = Atomic<Bool>(true)
@@ -229,6 +232,18 @@ package final class ServerState: Sendable {
     /// Installs what SHUTDOWN calls.
     package func onShutdownRequest(_ hook: @escaping @Sendable (ShutdownRequest) -> Void) {
         shutdownHook.withLock { $0 = hook }
+    }
+
+    /// Installs what CONFIG SET calls when `port` or `bind` change.
+    package func onListenChange(_ hook: @escaping @Sendable (ServerConfiguration) -> Bool) {
+        listenHook.withLock { $0 = hook }
+    }
+
+    /// Listens where `config` says (CONFIG SET of `port` or `bind`). False when a socket could not be opened:
+    /// then nothing changed. True when nothing listens yet (a server state without its service, in tests).
+    package func listen(as config: ServerConfiguration) -> Bool {
+        guard let hook = listenHook.withLock({ $0 }) else { return true }
+        return hook(config)
     }
 
     /// Asks the server to stop (SHUTDOWN). Returns false when nothing is installed to do it.

@@ -27,6 +27,8 @@ package final class SocketListener: Sendable {
     private let closed: EventLoopPromise<Void>
     /// One of the `State` values.
     private let state = Atomic<Int>(State.idle)
+    /// Condition 1 once the socket is closed, for ``closeAndWait()``.
+    private let finished = NSConditionLock(condition: 0)
 
     private enum State {
         static let idle = 0
@@ -42,7 +44,9 @@ package final class SocketListener: Sendable {
         func failure(_ reason: String) -> ListenError { .tcp(address: host, port: port, reason: reason) }
         let address: SocketAddress
         do {
-            address = try SocketAddress.makeAddressResolvingHost(host, port: port)
+            // As Redis 7: `*` is every IPv4 address, `::*` every IPv6 address.
+            let resolved = host == "*" ? "0.0.0.0" : host == "::*" ? "::" : host
+            address = try SocketAddress.makeAddressResolvingHost(resolved, port: port)
         } catch {
             throw failure("\(error)")
         }
@@ -138,6 +142,7 @@ package final class SocketListener: Sendable {
     package func close() {
         if state.compareExchange(expected: State.idle, desired: State.closed, ordering: .acquiringAndReleasing).exchanged {
             Glibc.close(descriptor)
+            markFinished()
             closed.succeed(())
         } else if state.compareExchange(
             expected: State.accepting, desired: State.closing, ordering: .acquiringAndReleasing
@@ -145,6 +150,19 @@ package final class SocketListener: Sendable {
             // Wakes the thread blocked in accept (which then fails with EINVAL); it closes the socket.
             shutdown(descriptor, CInt(SHUT_RDWR))
         }
+    }
+
+    /// Stops accepting and closes the socket, returning once it is closed (at most `timeout` later), so that
+    /// its address is free for another socket. Blocks the calling thread for as long as the accepting thread
+    /// takes to leave `accept`: microseconds.
+    package func closeAndWait(timeout: TimeInterval = 5) {
+        close()
+        if finished.lock(whenCondition: 1, before: Date(timeIntervalSinceNow: timeout)) { finished.unlock() }
+    }
+
+    private func markFinished() {
+        finished.lock()
+        finished.unlock(withCondition: 1)
     }
 
     private var isClosing: Bool { state.load(ordering: .acquiring) == State.closing }
@@ -187,6 +205,7 @@ package final class SocketListener: Sendable {
     private func finish() {
         state.store(State.closed, ordering: .releasing)
         Glibc.close(descriptor)
+        markFinished()
         closed.succeed(())
     }
 }

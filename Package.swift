@@ -190,7 +190,7 @@ let package = Package(
         .testTarget(
             name: "CacheServerTests",
             dependencies: [
-                "CacheServer", "RESP", "CacheCore", "CachedTestSupport",
+                "CacheServer", "RESP", "CacheCore", "CachedTestSupport", "CBusyPoll",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

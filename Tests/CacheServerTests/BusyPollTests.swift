@@ -1,3 +1,4 @@
+import CBusyPoll
 import CacheCore
 import CacheServer
 import Dispatch
@@ -30,14 +31,16 @@ struct BusyPollTests {
         try loop.submit { poll.noteRead() }.wait()
     }
 
-    /// The poller's counts once the loop has run everything due (up to `seconds`): watches run, and those ended
-    /// by input.
+    /// The poller's counts once it has run at least `watches` watches (or `seconds` have passed): watches run, and
+    /// those ended by input. Read without handing the loop any work: a task submitted from this thread would wake
+    /// the loop through its eventfd, which is in the loop's epoll set and so ends a watch of that set.
     private static func counts(_ poll: BusyPoll, on loop: any EventLoop, atLeast watches: Int = 0, seconds: Double = 10)
         throws -> (watches: Int, endedByInput: Int)
     {
         let deadline = DispatchTime.now() + seconds
         while true {
-            let counts = try loop.submit { (poll.watches, poll.watchesEndedByInput) }.wait()
+            let watched = poll.watches
+            let counts = (watched, poll.watchesEndedByInput)
             if counts.0 >= watches || DispatchTime.now() > deadline { return counts }
             usleep(1000)
         }
@@ -61,11 +64,11 @@ struct BusyPollTests {
 
     /// A connection registered with `loop` as the server registers its connections (one end of a socket pair,
     /// the other end returned), and when its handler last read something.
-    private static func registeredConnection(on loop: any EventLoop) throws -> (
+    private static func registeredConnection(on loop: any EventLoop, notifying poll: BusyPoll? = nil) throws -> (
         channel: any Channel, descriptor: CInt, peer: CInt, recorder: ReadRecorder
     ) {
         let (local, peer) = try socketPair()
-        let recorder = ReadRecorder()
+        let recorder = ReadRecorder(poll: poll)
         let channel = try ClientBootstrap(group: loop)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(recorder) }
@@ -74,14 +77,21 @@ struct BusyPollTests {
         return (channel, local, peer, recorder)
     }
 
+    /// Records when its connection last read something, and, given a poller, tells it of each read burst as the
+    /// server's connections do.
     private final class ReadRecorder: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
         private let readAt = Mutex<DispatchTime?>(nil)
+        private let poll: BusyPoll?
+        init(poll: BusyPoll?) { self.poll = poll }
         /// When the handler last read something.
         var lastRead: DispatchTime? { readAt.withLock { $0 } }
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let now = DispatchTime.now()
             readAt.withLock { $0 = now }
+        }
+        func channelReadComplete(context: ChannelHandlerContext) {
+            poll?.noteRead()
         }
     }
 
@@ -183,16 +193,23 @@ struct BusyPollTests {
         #expect(try loop.submit { poll.watch(descriptor: descriptor) && poll.watchesLoopSet }.wait())
         // A byte every 50 ms from a thread of its own, until the watch has ended: whether the loop reads the
         // first ones before the watch starts (a loaded machine can delay it) or not, one arrives during the
-        // watch. A task handed to the loop does not end the watch (NIO does not wake a loop it knows to be
-        // running), so the wait for the counts below lasts until input ends it, or the 20 s window.
+        // watch. The counts below are read without handing the loop any work, so the wait for them lasts until
+        // input ends the watch, or the 20 s window.
         let done = Atomic<Bool>(false)
+        let stopped = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             while !done.load(ordering: .relaxed) {
                 usleep(50_000)
-                _ = send(peer, "x", 1, 0)
+                if !done.load(ordering: .relaxed) { _ = send(peer, "x", 1, 0) }
             }
+            stopped.signal()
         }
-        defer { done.store(true, ordering: .relaxed) }
+        // The sender must be gone before `peer` is closed: its descriptor number may at once be another test's
+        // socket (the tests run side by side), whose watch a stray byte would end.
+        defer {
+            done.store(true, ordering: .relaxed)
+            stopped.wait()
+        }
         let start = DispatchTime.now()
         try Self.read(poll, on: loop)
         let counts = try Self.counts(poll, on: loop, atLeast: 1, seconds: 30)
@@ -211,16 +228,25 @@ struct BusyPollTests {
         let (group, _, poll) = Self.make(microseconds: 30_000)
         defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
-        let (channel, descriptor, peer, _) = try Self.registeredConnection(on: loop)
+        let (channel, descriptor, peer, recorder) = try Self.registeredConnection(on: loop, notifying: poll)
         defer {
             try? channel.close().wait()
             close(peer)
         }
         #expect(try loop.submit { poll.watch(descriptor: descriptor) && poll.watchesLoopSet }.wait())
+        // The loop's set holds its eventfd too: a task handed to the loop from this thread wakes it through that,
+        // and a wake-up the loop has not taken yet is something to report. So the watch is started the way the
+        // server's are, by input the connection reads, once the set has nothing left to report.
+        let loopSet = cached_epoll_set_holding(descriptor)
+        try #require(loopSet >= 0, "the loop's epoll set was not found")  // the loop's own descriptor: not closed here
+        let quiet = DispatchTime.now() + 10
+        while cached_epoll_set_ready(loopSet) > 0 && DispatchTime.now() < quiet { usleep(1000) }
+        try #require(cached_epoll_set_ready(loopSet) == 0, "the loop's set kept something to report")
         let start = DispatchTime.now()
-        try Self.read(poll, on: loop)
+        try #require(send(peer, "x", 1, 0) == 1)
         let counts = try Self.counts(poll, on: loop, atLeast: 1)
         let elapsed = DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds
+        #expect(recorder.lastRead != nil, "the loop read the input")
         #expect(counts == (1, 0), "a watch of a set with nothing to report ended early")
         #expect(elapsed >= 30_000_000, "the loop ran other work before the 30 ms window had passed")
     }

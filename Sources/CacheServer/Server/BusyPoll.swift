@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CBusyPoll
 import NIOCore
+import Synchronization
 
 /// Keeps an event loop's core busy for a short while after the loop has read from clients, watching their
 /// sockets, instead of letting the loop sleep in `epoll_wait` as soon as it has nothing to do (`busy-poll`, in
@@ -45,9 +46,13 @@ package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
     // Touched only on the event loop.
     @exclusivity(unchecked) private var pending = false
     @exclusivity(unchecked) private var windowNanoseconds: UInt64 = 0
-    /// Watches run so far, and those that ended because a socket became readable. On the event loop only.
-    @exclusivity(unchecked) package private(set) var watches = 0
-    @exclusivity(unchecked) package private(set) var watchesEndedByInput = 0
+    /// Watches run to their end so far, and those that ended because the set had something to report. Readable
+    /// from any thread without involving the loop (work handed to the loop from another thread is itself something
+    /// to report); read ``watches`` first, and ``watchesEndedByInput`` includes those watches.
+    package var watches: Int { watchCount.load(ordering: .acquiring) }
+    package var watchesEndedByInput: Int { inputCount.load(ordering: .relaxed) }
+    private let watchCount = Atomic<Int>(0)
+    private let inputCount = Atomic<Int>(0)
 
     /// A poller for `eventLoop`; `window` tells the current `busy-poll` setting in nanoseconds (0: off).
     package init(eventLoop: any EventLoop, window: @escaping @Sendable () -> Int64) {
@@ -117,15 +122,19 @@ package final class BusyPoll: NIOScheduledCallbackHandler, @unchecked Sendable {
         case .ownSet(let descriptor): (set, loopSet) = (descriptor, false)
         case .unknown: return  // nothing to watch
         }
-        watches += 1
         let start = MonotonicClock.now()
         while true {
             if (loopSet ? cached_epoll_set_ready(set) : cached_watch_set_ready(set)) > 0 {
-                // Input or a hang-up (or, the loop's set, anything else it reports): its epoll_wait returns it at once.
-                watchesEndedByInput += 1
+                // Input or a hang-up, or, in the loop's set, anything else it reports (its eventfd when another
+                // thread hands it work, its timerfd when a timer is due): its epoll_wait returns it at once.
+                inputCount.add(1, ordering: .relaxed)
+                watchCount.add(1, ordering: .releasing)
                 return
             }
-            if MonotonicClock.now() &- start >= windowNanoseconds { return }
+            if MonotonicClock.now() &- start >= windowNanoseconds {
+                watchCount.add(1, ordering: .releasing)
+                return
+            }
             cached_cpu_relax()
         }
     }

@@ -14,9 +14,10 @@ RELEASE_BIN = .build/release/cached-server
 # The binary install-files installs (install builds it first).
 INSTALL_BIN ?= $(RELEASE_BIN)
 # systemd provides systemd-analyze, which the tests use to verify the unit.
-APT_PACKAGES = libhiredis-dev libjemalloc-dev redis-server redis-tools pkg-config systemd
-# The live tests also drive the server with redis-py 5 or later (RESP3), from PyPI: pip comes from Debian.
-TEST_APT_PACKAGES = python3-pip
+APT_PACKAGES = libhiredis-dev libjemalloc-dev libssl-dev redis-server redis-tools pkg-config systemd
+# The live tests also drive the server with redis-py 5 or later (RESP3), from PyPI: pip comes from Debian. The
+# TLS tests make their certificates with the openssl tool.
+TEST_APT_PACKAGES = python3-pip openssl
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all build release run test test-cluster deps deps-test install install-files uninstall clean bench bench-check \
@@ -31,8 +32,8 @@ deps:
 # What the tests need besides: redis-py 5 or later. Debian's Python refuses pip installs into the system
 # (PEP 668), so it goes to the user's site-packages there.
 deps-test: deps
+	@$(call install_missing,$(TEST_APT_PACKAGES))
 	@python3 -c 'import redis, sys; sys.exit(int(redis.__version__.split(".")[0]) < 5)' 2>/dev/null || { \
-	  python3 -m pip --version >/dev/null 2>&1 || { $(call install_missing,$(TEST_APT_PACKAGES)); }; \
 	  python3 -m pip install -q 'redis>=5' 2>/dev/null || \
 	  python3 -m pip install -q --user --break-system-packages 'redis>=5' || \
 	  { echo "could not install redis-py 5 or later (pip install 'redis>=5')"; exit 1; }; }

@@ -39,11 +39,17 @@ let package = Package(
         .target(name: "CThreadName"),
         // INCRBYFLOAT's long double arithmetic and formatting, as Redis does them.
         .target(name: "CFloatText"),
+        // OpenSSL (Debian: libssl-dev): the macros Swift cannot call, wrapped, and a connection's encrypted bytes
+        // kept in memory buffers.
+        .target(name: "CTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+        // TLS over OpenSSL without I/O: contexts from Redis's tls-* settings, and connections that take and give
+        // encrypted bytes. For the server's TLS port and the SDK's rediss:// connections.
+        .target(name: "CachedTLS", dependencies: ["CTLS"]),
         // The RESP server as a library: command table, handlers, NIO pipeline, config.
         .target(
             name: "CacheServer",
             dependencies: [
-                "RESP", "CacheCore", "CBusyPoll", "CThreadName", "CFloatText",
+                "RESP", "CacheCore", "CBusyPoll", "CThreadName", "CFloatText", "CachedTLS",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -187,6 +193,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore"]),
+        .testTarget(name: "CachedTLSTests", dependencies: ["CachedTLS", "CachedTestSupport"]),
         .testTarget(
             name: "CacheServerTests",
             dependencies: [

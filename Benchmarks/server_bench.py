@@ -17,6 +17,7 @@ import csv
 import ctypes
 import io
 import os
+import re
 import platform
 import shlex
 import shutil
@@ -44,15 +45,21 @@ POLL_INTERVAL = 0.05
 RSS_DROP_SHARE = 0.25
 SETTLE_AFTER_SWEEP = 1.5
 
-# redis-benchmark workloads: (row id, label, tests, clients, pipeline, pilot requests, p99 target applies)
+# redis-benchmark workloads: (row id, label, tests, clients, pipeline, pilot requests, p99 target applies, TLS)
 WORKLOADS = [
-    ("set", "SET, 50 clients", "set", 50, 1, 10_000, True),
-    ("get", "GET, 50 clients", "get", 50, 1, 10_000, True),
-    ("set-p16", "SET, 50 clients, -P 16", "set", 50, 16, 50_000, False),
-    ("get-p16", "GET, 50 clients, -P 16", "get", 50, 16, 50_000, False),
-    ("get-1c", "GET, 1 client (round trip)", "get", 1, 1, 3_000, False),
-    ("mset", "MSET (10 keys), 50 clients", "mset", 50, 1, 5_000, False),
-    ("incr", "INCR, 50 clients", "incr", 50, 1, 10_000, False),
+    ("set", "SET, 50 clients", "set", 50, 1, 10_000, True, False),
+    ("get", "GET, 50 clients", "get", 50, 1, 10_000, True, False),
+    ("set-p16", "SET, 50 clients, -P 16", "set", 50, 16, 50_000, False, False),
+    ("get-p16", "GET, 50 clients, -P 16", "get", 50, 16, 50_000, False, False),
+    ("get-1c", "GET, 1 client (round trip)", "get", 1, 1, 3_000, False, False),
+    ("mset", "MSET (10 keys), 50 clients", "mset", 50, 1, 5_000, False, False),
+    ("incr", "INCR, 50 clients", "incr", 50, 1, 10_000, False, False),
+    # The same over TLS (both servers on their tls-port, TLS 1.3, no client certificates).
+    ("tls-set", "TLS SET, 50 clients", "set", 50, 1, 10_000, True, True),
+    ("tls-get", "TLS GET, 50 clients", "get", 50, 1, 10_000, True, True),
+    ("tls-set-p16", "TLS SET, 50 clients, -P 16", "set", 50, 16, 50_000, False, True),
+    ("tls-get-p16", "TLS GET, 50 clients, -P 16", "get", 50, 16, 50_000, False, True),
+    ("tls-get-1c", "TLS GET, 1 client (round trip)", "get", 1, 1, 3_000, False, True),
 ]
 PILOT_SECONDS = 0.5  # a pilot run shorter than this is repeated with more requests
 KEYSPACE = 100_000  # -r: redis-benchmark's keys are key:%012d below this
@@ -97,6 +104,7 @@ class Server:
         self.kind = kind
         self.workdir = workdir
         self.port = None
+        self.tls_port = None
         self.process = None
         self.log_path = None
         self._argv_for_port = argv_for_port
@@ -105,11 +113,11 @@ class Server:
     def start(self):
         last_error = None
         for _attempt in range(3):  # a free port can be taken between finding it and binding it
-            self.port = free_port()
+            self.port, self.tls_port = free_port(), free_port()
             self.log_path = os.path.join(self.workdir, f"{self.kind}-{self.port}.log")
             self._log_file = open(self.log_path, "wb")
             self.process = subprocess.Popen(
-                self._argv_for_port(self.port),
+                self._argv_for_port(self.port, self.tls_port),
                 cwd=self.workdir,
                 stdin=subprocess.DEVNULL,
                 stdout=self._log_file,
@@ -194,17 +202,26 @@ class Servers:
         self.cached_args = list(cached_args)
         self.workdir = workdir
         self.running = []
+        self.tls = None  # TLSMaterial, once made
 
-    def argv(self, kind):
+    def argv(self, kind, tls):
+        def tls_args(tls_port):
+            if not tls:
+                return []
+            return ["--tls-port", str(tls_port), "--tls-cert-file", self.tls.certificate, "--tls-key-file",
+                    self.tls.key, "--tls-auth-clients", "no"]
         if kind == "cached":
-            return lambda port: [self.cached_binary, "--port", str(port), "--bind", "127.0.0.1",
-                                 "--save", "", "--appendonly", "no", "--dir", self.workdir] + self.cached_args
-        return lambda port: ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no", "--daemonize", "no",
-                             "--dir", self.workdir]
+            return lambda port, tls_port: [self.cached_binary, "--port", str(port), "--bind", "127.0.0.1",
+                                           "--save", "", "--appendonly", "no", "--dir", self.workdir] \
+                + tls_args(tls_port) + self.cached_args
+        return lambda port, tls_port: ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                                       "--save", "", "--appendonly", "no", "--daemonize", "no",
+                                       "--dir", self.workdir] + tls_args(tls_port)
 
-    def start(self, kind):
-        server = Server(kind, self.argv(kind), self.workdir)
+    def start(self, kind, tls=False):
+        if tls and self.tls is None:
+            self.tls = TLSMaterial(self.workdir)
+        server = Server(kind, self.argv(kind, tls), self.workdir)
         self.running.append(server)
         return server.start()
 
@@ -325,11 +342,38 @@ def pipe(server, path, expected):
 # Workloads
 
 
-def redis_benchmark(server, tests, clients, pipeline, requests):
-    argv = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(server.port), "-c", str(clients),
+class TLSMaterial:
+    """A CA and a server certificate for 127.0.0.1 (RSA 2048), made with the openssl tool for this run."""
+
+    def __init__(self, workdir):
+        self.ca = os.path.join(workdir, "tls-ca.crt")
+        self.certificate = os.path.join(workdir, "tls-server.crt")
+        self.key = os.path.join(workdir, "tls-server.key")
+        ca_key, request, ext = (os.path.join(workdir, name) for name in ("tls-ca.key", "tls-server.csr", "tls.ext"))
+        with open(ext, "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        steps = [
+            ["req", "-x509", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", ca_key, "-out", self.ca,
+             "-days", "2", "-subj", "/CN=cached bench CA"],
+            ["req", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", self.key, "-out", request,
+             "-subj", "/CN=localhost"],
+            ["x509", "-req", "-in", request, "-CA", self.ca, "-CAkey", ca_key, "-CAcreateserial",
+             "-out", self.certificate, "-days", "2", "-extfile", ext],
+        ]
+        for step in steps:
+            r = subprocess.run(["openssl"] + step, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise BenchError(f"openssl {' '.join(step)} failed:\n{r.stderr.strip()}")
+
+
+def redis_benchmark(server, tests, clients, pipeline, requests, tls=None):
+    port = server.tls_port if tls else server.port
+    argv = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", str(clients),
             "-n", str(requests), "-d", str(VALUE_BYTES), "-r", str(KEYSPACE), "-t", tests, "--csv"]
     if pipeline > 1:
         argv += ["-P", str(pipeline)]
+    if tls:
+        argv += ["--tls", "--cacert", tls.ca]
     cpu_before, client_before = server.cpu_seconds(), os.times()
     started = time.monotonic()
     r = subprocess.run(argv, capture_output=True, text=True, timeout=900)
@@ -351,9 +395,15 @@ def redis_benchmark(server, tests, clients, pipeline, requests):
         raise BenchError(f"unexpected redis-benchmark CSV row: {row}")
 
 
+def workloads(args):
+    """The throughput rows to run: all, or those whose id matches --rows."""
+    return [w for w in WORKLOADS if not args.rows or re.fullmatch(args.rows, w[0])]
+
+
 def run_throughput(args, servers, workdir, results):
-    log("== throughput: starting both servers")
-    running = {kind: servers.start(kind) for kind in SERVERS}
+    log("== throughput: starting both servers (each with a TLS port too)")
+    running = {kind: servers.start(kind, tls=True) for kind in SERVERS}
+    tls = servers.tls
     stream = os.path.join(workdir, "benchmark-keys.resp")
     n = write_stream(stream, benchmark_stream(KEYSPACE))
     for kind in SERVERS:  # GET rows read keys that exist
@@ -361,17 +411,17 @@ def run_throughput(args, servers, workdir, results):
 
     requests = {}
     if args.requests:
-        requests = {w[0]: args.requests for w in WORKLOADS}
+        requests = {w[0]: args.requests for w in workloads(args)}
     else:
         log(f"== throughput: pilot runs (also warm-up) to size each run to >= {args.duration:g} s")
-        for wid, label, tests, clients, pipeline, pilot, _ in WORKLOADS:
+        for wid, label, tests, clients, pipeline, pilot, _, over_tls in workloads(args):
             fastest = 0.0
             for kind in SERVERS:
-                m = redis_benchmark(running[kind], tests, clients, pipeline, pilot)
+                m = redis_benchmark(running[kind], tests, clients, pipeline, pilot, tls if over_tls else None)
                 if m["seconds"] < PILOT_SECONDS and not args.quick:
                     # Too short to trust (connection setup, noise): once more, sized to last PILOT_SECONDS.
                     n = max(pilot, int(m["rps"] * PILOT_SECONDS * 1.2))
-                    m = redis_benchmark(running[kind], tests, clients, pipeline, n)
+                    m = redis_benchmark(running[kind], tests, clients, pipeline, n, tls if over_tls else None)
                 fastest = max(fastest, m["rps"])
             n = int(fastest * args.duration)
             n = max(n, pilot) if not args.quick else max(n, 1000)
@@ -379,9 +429,9 @@ def run_throughput(args, servers, workdir, results):
             log(f"   {label}: fastest pilot {fastest:,.0f} rps -> -n {requests[wid]:,}")
 
     for rnd in range(1, args.rounds + 1):
-        for wid, label, tests, clients, pipeline, _, _ in WORKLOADS:
+        for wid, label, tests, clients, pipeline, _, _, over_tls in workloads(args):
             for kind in SERVERS:
-                m = redis_benchmark(running[kind], tests, clients, pipeline, requests[wid])
+                m = redis_benchmark(running[kind], tests, clients, pipeline, requests[wid], tls if over_tls else None)
                 results.setdefault(wid, {}).setdefault(kind, []).append(m)
                 log(f"   round {rnd} {label:<28} {kind:<6} {m['rps']:>12,.0f} rps  p50 {m['p50']:.3f}  "
                     f"p99 {m['p99']:.3f} ms  ({m['seconds']:.1f} s; server CPU {m['server_us']:.2f} µs/req, "
@@ -516,7 +566,7 @@ def report(args, results, requests, elapsed):
         result = "–" if ok is None else ("PASS" if ok[0] else "FAIL" + (f" ({ok[1]})" if ok[1] else ""))
         rows.append(cells + [result])
 
-    for wid, label, _, clients, pipeline, _, p99_target in WORKLOADS:
+    for wid, label, _, clients, pipeline, _, p99_target, _ in WORKLOADS:
         if wid not in results:
             continue
         c, r = results[wid]["cached"], results[wid]["redis"]
@@ -610,6 +660,8 @@ def parse_args(argv):
                         "confirms the load)")
     p.add_argument("--cached-args", default="",
                    help="extra cached-server flags, e.g. '--io-threads 1' (shown in the report)")
+    p.add_argument("--rows", help="run only the throughput rows whose id matches this regular expression "
+                   "(ids: " + ", ".join(w[0] for w in WORKLOADS) + ")")
     p.add_argument("--only", action="append", choices=["throughput", "memory", "expiry"],
                    help="run only these parts (repeatable)")
     args = p.parse_args(argv)
@@ -626,7 +678,7 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
-    for tool in ("redis-server", "redis-benchmark", "redis-cli"):
+    for tool in ("redis-server", "redis-benchmark", "redis-cli", "openssl"):
         if shutil.which(tool) is None:
             log(f"error: {tool} not found (install Debian's redis-server and redis-tools)")
             return 1

@@ -56,6 +56,8 @@ public struct ExternalProgram: Sendable {
     public static let redisCli = ExternalProgram(name: "redis-cli", package: "redis-tools")
     public static let redisBenchmark = ExternalProgram(name: "redis-benchmark", package: "redis-tools")
     public static let python3 = ExternalProgram(name: "python3", package: "python3")
+    /// OpenSSL's command-line tool, which makes the TLS tests' certificates.
+    public static let openssl = ExternalProgram(name: "openssl", package: "openssl")
     /// Runs a program with other stdio buffering (`stdbuf -oL`), so that what it printed before being killed
     /// is not lost in its stdout buffer.
     public static let stdbuf = ExternalProgram(name: "stdbuf", package: "coreutils")

@@ -1,3 +1,4 @@
+import CachedTLS
 import Logging
 import NIOCore
 import RESP
@@ -28,8 +29,16 @@ package enum ConfigCommands {
                     if updated.maxClients > config.maxClients {
                         try raiseOpenFilesLimit(for: updated.maxClients, logger: logger)
                     }
-                    if updated.port != config.port || updated.bind != config.bind {
-                        try listen(as: updated, changes, c.server)
+                    let tls = try loadTLS(updated, changes, c.server)
+                    let previousTLS = c.server.tlsContext
+                    if let tls { c.server.tlsContext = tls }
+                    if updated.port != config.port || updated.bind != config.bind || updated.tlsPort != config.tlsPort {
+                        do throws(ConfigurationDirectiveError) {
+                            try listen(as: updated, changes, c.server)
+                        } catch {
+                            c.server.tlsContext = previousTLS
+                            throw error
+                        }
                     }
                     config = updated
                 }
@@ -68,18 +77,38 @@ package enum ConfigCommands {
         }
     }
 
-    /// As Redis: CONFIG SET of `port` or `bind` listens there at once; when it cannot, the whole CONFIG SET is
-    /// refused, naming the first of the two in the order given.
+    /// As Redis: CONFIG SET of `port`, `tls-port` or `bind` listens there at once; when it cannot, the whole
+    /// CONFIG SET is refused, naming the first of them in the order given.
     private static func listen(
         as config: ServerConfiguration, _ changes: [(name: String, value: String)], _ server: ServerState
     ) throws(ConfigurationDirectiveError) {
         guard !server.listen(as: config) else { return }
-        let name = firstChanged(changes, among: ["port", "bind"]) ?? "port"
+        let name = firstChanged(changes, among: ["port", "tls-port", "bind"]) ?? "port"
         server.logger.warning(
             "Failed applying new configuration. Possibly related to new \(name) setting. Restoring previous settings.")
         throw .invalidValue(
             directive: name,
             reason: name == "bind" ? "Failed to bind to specified addresses." : "Unable to listen on this port. Check server logs.")
+    }
+
+    /// As Redis: when the server uses TLS (`tls-port` set) and CONFIG SET changes a `tls-*` setting, or sets
+    /// `tls-port` while none were loaded, the TLS settings are loaded again (new connections use them); when they
+    /// cannot be, the whole CONFIG SET is refused. Nil when nothing was to be loaded.
+    private static func loadTLS(
+        _ config: ServerConfiguration, _ changes: [(name: String, value: String)], _ server: ServerState
+    ) throws(ConfigurationDirectiveError) -> TLSContext? {
+        guard config.usesTLS else { return nil }
+        let settingChanged = firstChanged(changes, among: ConfigurationDirective.tlsSettings)
+        guard settingChanged != nil || server.tlsContext == nil else { return nil }
+        do {
+            return try config.makeTLSContext()
+        } catch {
+            let name = firstChanged(changes, among: ConfigurationDirective.tlsSettings.union(["tls-port"])) ?? "tls-port"
+            server.logger.warning("\(error)")
+            server.logger.warning(
+                "Failed applying new configuration. Possibly related to new \(name) setting. Restoring previous settings.")
+            throw .invalidValue(directive: name, reason: "Unable to update TLS configuration. Check server logs.")
+        }
     }
 
     /// The canonical name of the first directive of `changes`, in the order given, that is one of `names`.

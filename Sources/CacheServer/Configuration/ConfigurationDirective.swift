@@ -281,7 +281,43 @@ extension ConfigurationDirective {
         daemonizeDirective,
         .string("unixsocket", .startupOnly, \.unixSocket),
         unixSocketPermissionsDirective,
+        .integer("tls-port", .runtime, \.tlsPort, in: 0...65535),
+        .string("tls-cert-file", .runtime, \.tlsCertFile),
+        .string("tls-key-file", .runtime, \.tlsKeyFile),
+        secret("tls-key-file-pass", \.tlsKeyFilePass),
+        .string("tls-client-cert-file", .runtime, \.tlsClientCertFile),
+        .string("tls-client-key-file", .runtime, \.tlsClientKeyFile),
+        secret("tls-client-key-file-pass", \.tlsClientKeyFilePass),
+        .string("tls-ca-cert-file", .runtime, \.tlsCaCertFile),
+        .string("tls-ca-cert-dir", .runtime, \.tlsCaCertDir),
+        .enumeration("tls-auth-clients", .runtime, \.tlsAuthClients),
+        .string("tls-protocols", .runtime, \.tlsProtocols),
+        .string("tls-ciphers", .runtime, \.tlsCiphers),
+        .string("tls-ciphersuites", .runtime, \.tlsCiphersuites),
+        .boolean("tls-prefer-server-ciphers", .runtime, \.tlsPreferServerCiphers),
+        .boolean("tls-session-caching", .runtime, \.tlsSessionCaching),
+        .integer("tls-session-cache-size", .runtime, \.tlsSessionCacheSize, in: 0...Int(Int32.max)),
+        .integer("tls-session-cache-timeout", .runtime, \.tlsSessionCacheTimeout, in: 0...Int(Int32.max)),
+        .string("tls-dh-params-file", .runtime, \.tlsDhParamsFile),
+        .boolean("tls-replication", .runtime, \.tlsReplication),
+        .boolean("tls-cluster", .runtime, \.tlsCluster),
     ]
+
+    /// The directives whose change makes the server load its TLS settings again (Redis's `applyTlsCfg`), besides
+    /// `tls-port`.
+    package static let tlsSettings: Set<String> = [
+        "tls-cert-file", "tls-key-file", "tls-key-file-pass", "tls-client-cert-file", "tls-client-key-file",
+        "tls-client-key-file-pass", "tls-ca-cert-file", "tls-ca-cert-dir", "tls-auth-clients", "tls-protocols",
+        "tls-ciphers", "tls-ciphersuites", "tls-prefer-server-ciphers", "tls-session-caching",
+        "tls-session-cache-size", "tls-session-cache-timeout", "tls-dh-params-file", "tls-replication", "tls-cluster",
+    ]
+
+    /// A password directive: CONFIG GET shows a fixed mask when it is set, never the password.
+    static func secret(_ name: String, _ field: Field<String>) -> Self {
+        Self(name, .runtime) { (configuration, arguments, _) throws(InvalidValue) in
+            configuration[keyPath: field] = arguments[0]
+        } format: { $0[keyPath: field].isEmpty ? "" : ServerConfiguration.hiddenPassword }
+    }
 
     /// Redis refuses more than this many `bind` addresses.
     static let maximumBindAddresses = 16
@@ -310,9 +346,7 @@ extension ConfigurationDirective {
     } format: { $0.latencyTrackingInfoPercentiles.map(ServerConfiguration.formatPercentile).joined(separator: " ") }
 
     /// The password is never shown: CONFIG GET answers a fixed mask when one is set.
-    static let requirePassDirective = Self("requirepass", .runtime) { (configuration, arguments, _) throws(InvalidValue) in
-        configuration.requirePass = arguments[0]
-    } format: { $0.requirePass.isEmpty ? "" : ServerConfiguration.hiddenPassword }
+    static let requirePassDirective = secret("requirepass", \.requirePass)
 
     /// `client-output-buffer-limit <class> <hard> <soft> <soft-seconds> [...]`; classes normal, replica
     /// (or slave) and pubsub are accepted, and the normal class is enforced.

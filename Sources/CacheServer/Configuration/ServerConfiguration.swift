@@ -16,6 +16,64 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// failing to bind it is not an error. Empty means no TCP listener.
     public var bind: [String] = ["127.0.0.1"]
 
+    /// TCP port for TLS connections (`tls-port`), on the same `bind` addresses; 0 for none.
+    public var tlsPort: Int = 0
+
+    /// The server's certificate chain and private key (PEM), and the key's password if it is encrypted
+    /// (`tls-cert-file`, `tls-key-file`, `tls-key-file-pass`).
+    public var tlsCertFile = ""
+    public var tlsKeyFile = ""
+    public var tlsKeyFilePass = ""
+
+    /// The certificate and key this server presents when it connects to another server as a client
+    /// (`tls-client-cert-file`, `tls-client-key-file`, `tls-client-key-file-pass`); Redis uses them for
+    /// replication and the cluster bus, which this server does not have: accepted and checked, not used.
+    public var tlsClientCertFile = ""
+    public var tlsClientKeyFile = ""
+    public var tlsClientKeyFilePass = ""
+
+    /// Trusted CAs for client certificates: a PEM file, a hashed directory, or both (`tls-ca-cert-file`,
+    /// `tls-ca-cert-dir`).
+    public var tlsCaCertFile = ""
+    public var tlsCaCertDir = ""
+
+    /// Whether TLS clients must present a certificate signed by a trusted CA (`tls-auth-clients`).
+    public var tlsAuthClients: TLSAuthClients = .yes
+
+    /// `tls-auth-clients`: `yes` requires a client certificate, `optional` checks one if given.
+    public enum TLSAuthClients: String, Sendable, CaseIterable {
+        case no, yes, optional
+    }
+
+    /// The TLS versions allowed (`tls-protocols`, e.g. `"TLSv1.2 TLSv1.3"`); empty for TLS 1.2 and 1.3.
+    public var tlsProtocols = ""
+
+    /// OpenSSL's cipher list for TLS 1.2 and below, and its TLS 1.3 cipher suites (`tls-ciphers`,
+    /// `tls-ciphersuites`); empty for OpenSSL's defaults.
+    public var tlsCiphers = ""
+    public var tlsCiphersuites = ""
+
+    /// Whether the server's cipher order wins over the client's (`tls-prefer-server-ciphers`).
+    public var tlsPreferServerCiphers = false
+
+    /// TLS session resumption (`tls-session-caching`), with the most sessions kept and for how many seconds
+    /// (`tls-session-cache-size`, `tls-session-cache-timeout`).
+    public var tlsSessionCaching = true
+    public var tlsSessionCacheSize = 20480
+    public var tlsSessionCacheTimeout = 300
+
+    /// Diffie-Hellman parameters (PEM) for the DHE ciphers (`tls-dh-params-file`); empty to let OpenSSL choose.
+    public var tlsDhParamsFile = ""
+
+    /// Redis's TLS for replication and the cluster bus (`tls-replication`, `tls-cluster`): this server has
+    /// neither; as in Redis, either one set makes the server load its TLS settings.
+    public var tlsReplication = false
+    public var tlsCluster = false
+
+    /// Whether the server uses its TLS settings (and must be able to load them): a TLS port, or Redis's other
+    /// uses of TLS.
+    package var usesTLS: Bool { tlsPort != 0 || tlsReplication || tlsCluster }
+
     /// Number of logical databases, selectable with `SELECT` (`databases`).
     public var databases: Int = 16
 

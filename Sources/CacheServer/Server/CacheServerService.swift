@@ -1,5 +1,6 @@
 import CThreadName
 import CacheCore
+import CachedTLS
 import Foundation
 import Logging
 import NIOCore
@@ -54,8 +55,17 @@ public final class CacheServerService: Service, Sendable {
         // Connections come from the server's own listeners, which know each connection's descriptor (see
         // SocketListener). As in Redis: port 0 means no TCP listener, and a server that listens nowhere does not
         // start.
-        let listeners = Listeners(eventLoops: group, backlog: config.tcpBacklog, logger: logger) { descriptor, path in
-            Self.serve(descriptor: descriptor, unixSocketPath: path, group: group, state: state, polls: polls)
+        if config.usesTLS {
+            do {
+                state.tlsContext = try config.makeTLSContext()
+            } catch {
+                logger.warning("\(error)")
+                try? await group.shutdownGracefully()
+                throw TLSSetupError()
+            }
+        }
+        let listeners = Listeners(eventLoops: group, backlog: config.tcpBacklog, logger: logger) { descriptor, path, tls in
+            Self.serve(descriptor: descriptor, unixSocketPath: path, tls: tls, group: group, state: state, polls: polls)
         }
         do {
             try listeners.open(config)
@@ -81,10 +91,12 @@ public final class CacheServerService: Service, Sendable {
         }
         var ready: Logger.Metadata = ["threads": "\(threads)"]
         if let port = ports.first { ready["port"] = "\(port)" }
+        if let port = listeners.tlsPorts.first { ready["tls-port"] = "\(port)" }
         if !config.unixSocket.isEmpty { ready["unixsocket"] = "\(config.unixSocket)" }
         logger.notice("Ready to accept connections", metadata: ready)
         state.warnIfMaxMemoryTooSmall()
-        let places = (ports.map { "port \($0)" } + (config.unixSocket.isEmpty ? [] : [config.unixSocket]))
+        let places = ports.map { "port \($0)" } + listeners.tlsPorts.prefix(1).map { "TLS port \($0)" }
+            + (config.unixSocket.isEmpty ? [] : [config.unixSocket])
         notifySystemd("READY=1\nSTATUS=Ready to accept connections on \(places.joined(separator: ", "))")
         onServerRunning?(ports)
 
@@ -222,9 +234,20 @@ public final class CacheServerService: Service, Sendable {
     /// Makes a channel of the connection `descriptor` that a listener accepted (on the Unix socket at
     /// `unixSocketPath`, or TCP when nil), on the next event loop.
     private static func serve(
-        descriptor: CInt, unixSocketPath: String?, group: MultiThreadedEventLoopGroup, state: ServerState,
+        descriptor: CInt, unixSocketPath: String?, tls: Bool, group: MultiThreadedEventLoopGroup, state: ServerState,
         polls: BusyPolls
     ) {
+        var connection: TLSConnection?
+        if tls {
+            do {
+                guard let context = state.tlsContext else { throw TLSError("the TLS settings are not loaded") }
+                connection = try TLSConnection(context: context)
+            } catch {
+                state.logger.warning("Could not set up a TLS connection", metadata: ["error": "\(error)"])
+                close(descriptor)
+                return
+            }
+        }
         var bootstrap = ClientBootstrap(group: group)
         if unixSocketPath == nil { bootstrap = bootstrap.channelOption(.socketOption(.tcp_nodelay), value: 1) }
         bootstrap
@@ -233,10 +256,14 @@ public final class CacheServerService: Service, Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if unixSocketPath == nil { try Self.setKeepAlive(on: channel, seconds: state.config.tcpKeepalive) }
+                    if let connection {
+                        try channel.pipeline.syncOperations.addHandler(
+                            TLSServerHandler(connection: connection, logger: state.logger, descriptor: descriptor))
+                    }
                     try channel.pipeline.syncOperations.addHandler(
                         ConnectionHandler(
                             server: state, unixSocketPath: unixSocketPath, descriptor: descriptor,
-                            busyPoll: polls.poll(for: channel.eventLoop)))
+                            busyPoll: polls.poll(for: channel.eventLoop), sendsDirectly: connection == nil))
                 }
             }
             .withConnectedSocket(descriptor)
@@ -409,6 +436,11 @@ public struct SnapshotSaveFailure: Error, CustomStringConvertible {
     let underlying: SnapshotError
 
     public var description: String { "Error trying to save the snapshot before exiting: \(underlying)" }
+}
+
+/// The TLS settings could not be loaded at start (the log says why), as Redis says it.
+public struct TLSSetupError: Error, CustomStringConvertible {
+    public var description: String { "Failed to configure TLS. Check logs for more info." }
 }
 
 /// The server could not listen where it was configured to.

@@ -45,6 +45,9 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// The connection's socket, when the server accepted it itself (TCP or the Unix socket), while replies may
     /// be written to it directly; -1 otherwise. See ``write(context:flush:)``.
     @exclusivity(unchecked) private var descriptor: CInt
+    /// The socket replies are sent to directly: ``descriptor``, unless a handler below this one (TLS) must see
+    /// every byte; -1 then.
+    @exclusivity(unchecked) private var sendDescriptor: CInt
     /// Replies handed to the channel that it has not finished writing. While there are any, later replies go
     /// through the channel too, behind them.
     @exclusivity(unchecked) private var channelWrites = 0
@@ -56,11 +59,16 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// A handler for a connection: `unixSocketPath` names the Unix socket it came through (nil for TCP);
     /// `descriptor` is its socket, when the server accepted it itself (without one, as in tests on an embedded
     /// channel, every reply goes through the channel); `busyPoll` is the poller of the event loop the connection
-    /// lives on (used with `descriptor` only).
-    package init(server: ServerState, unixSocketPath: String? = nil, descriptor: CInt? = nil, busyPoll: BusyPoll? = nil) {
+    /// lives on (used with `descriptor` only). With `sendsDirectly` false (a TLS connection), replies always go
+    /// through the channel.
+    package init(
+        server: ServerState, unixSocketPath: String? = nil, descriptor: CInt? = nil, busyPoll: BusyPoll? = nil,
+        sendsDirectly: Bool = true
+    ) {
         self.server = server
         self.unixSocketPath = unixSocketPath
         self.descriptor = descriptor ?? -1
+        self.sendDescriptor = sendsDirectly ? descriptor ?? -1 : -1
         self.busyPoll = descriptor == nil ? nil : busyPoll
         self.output = ByteBuffer()
         self.limitsGeneration = server.limitsGeneration
@@ -120,6 +128,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
 
     package func channelInactive(context: ChannelHandlerContext) {
         descriptor = -1
+        sendDescriptor = -1
         closing = true
         reference?.handler = nil
         reference = nil
@@ -458,8 +467,8 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         guard output.readableBytes > 0 else { return }
         guard withinOutputLimits(context: context) else { return }
         session?.noteTraffic(output: output.readableBytes)
-        if descriptor >= 0 && channelWrites == 0 && !closing {
-            let fd = descriptor
+        if sendDescriptor >= 0 && channelWrites == 0 && !closing {
+            let fd = sendDescriptor
             let sent = output.withUnsafeReadableBytes { send(fd, $0.baseAddress, $0.count, CInt(MSG_DONTWAIT | MSG_NOSIGNAL)) }
             if sent == output.readableBytes {
                 output.clear()
@@ -468,7 +477,8 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             if sent > 0 { output.moveReaderIndex(forwardBy: sent) }
         }
         var promise: EventLoopPromise<Void>?
-        if descriptor >= 0 {
+        // Counted only while direct sends must wait for the channel (not for TLS, whose handler sends all).
+        if sendDescriptor >= 0 {
             channelWrites += 1
             promise = context.eventLoop.makePromise(of: Void.self)
             promise!.futureResult.assumeIsolated().whenComplete { _ in

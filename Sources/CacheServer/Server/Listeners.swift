@@ -5,9 +5,9 @@ import Logging
 import NIOCore
 import Synchronization
 
-/// Where the server listens: a TCP socket for each `bind` address on `port`, and the Unix socket. Opened at
-/// start; when CONFIG SET changes `port` or `bind`, the TCP sockets change at once, as in Redis, or, when a new
-/// one cannot be opened, stay as they were.
+/// Where the server listens: a TCP socket for each `bind` address on `port`, another on `tls-port` for TLS
+/// connections, and the Unix socket. Opened at start; when CONFIG SET changes `port`, `tls-port` or `bind`, the
+/// TCP sockets change at once, as in Redis, or, when a new one cannot be opened, stay as they were.
 package final class Listeners: Sendable {
     /// A TCP address to listen on.
     struct Address: Hashable, Sendable {
@@ -15,11 +15,14 @@ package final class Listeners: Sendable {
         let port: Int
         /// Given with Redis's `-` prefix: failing to listen there is not an error.
         let optional: Bool
+        /// Connections to it speak TLS.
+        let tls: Bool
 
-        static func == (a: Address, b: Address) -> Bool { a.host == b.host && a.port == b.port }
+        static func == (a: Address, b: Address) -> Bool { a.host == b.host && a.port == b.port && a.tls == b.tls }
         func hash(into hasher: inout Hasher) {
             hasher.combine(host)
             hasher.combine(port)
+            hasher.combine(tls)
         }
     }
 
@@ -33,8 +36,9 @@ package final class Listeners: Sendable {
     private let eventLoops: any EventLoopGroup
     private let logger: Logger
     private let backlog: Int32
-    /// Takes each accepted connection's descriptor, and the Unix socket's path for its connections.
-    private let onAccept: @Sendable (CInt, String?) -> Void
+    /// Takes each accepted connection's descriptor, the Unix socket's path for its connections, and whether it
+    /// came to the TLS port.
+    private let onAccept: @Sendable (CInt, String?, Bool) -> Void
     private let sockets = Mutex(Sockets())
     private let done: EventLoopPromise<Void>
 
@@ -43,7 +47,7 @@ package final class Listeners: Sendable {
 
     package init(
         eventLoops: any EventLoopGroup, backlog: Int, logger: Logger,
-        onAccept: @escaping @Sendable (CInt, String?) -> Void
+        onAccept: @escaping @Sendable (CInt, String?, Bool) -> Void
     ) {
         self.eventLoops = eventLoops
         self.backlog = Int32(clamping: backlog)
@@ -52,19 +56,26 @@ package final class Listeners: Sendable {
         self.done = eventLoops.next().makePromise(of: Void.self)
     }
 
-    /// The TCP addresses `config` listens on, in its order: none for port 0. Each address once.
+    /// The TCP addresses `config` listens on, in its order, `port`'s then `tls-port`'s (none for a port 0). Each
+    /// address once.
     static func addresses(_ config: ServerConfiguration) -> [Address] {
-        guard config.port != 0 else { return [] }
         var seen: Set<Address> = []
-        return config.bind.compactMap { entry in
-            let optional = entry.hasPrefix("-")
-            let address = Address(host: optional ? String(entry.dropFirst()) : entry, port: config.port, optional: optional)
-            return seen.insert(address).inserted ? address : nil
+        return [(config.port, false), (config.tlsPort, true)].flatMap { (port, tls) -> [Address] in
+            guard port != 0 else { return [] }
+            return config.bind.compactMap { entry in
+                let optional = entry.hasPrefix("-")
+                let address = Address(
+                    host: optional ? String(entry.dropFirst()) : entry, port: port, optional: optional, tls: tls)
+                return seen.insert(address).inserted ? address : nil
+            }
         }
     }
 
-    /// The TCP ports listened on.
-    package var tcpPorts: [Int] { sockets.withLock { $0.tcp.compactMap(\.listener.port) } }
+    /// The TCP ports listened on for plain-text connections.
+    package var tcpPorts: [Int] { sockets.withLock { $0.tcp.filter { !$0.address.tls }.compactMap(\.listener.port) } }
+
+    /// The TCP ports listened on for TLS connections.
+    package var tlsPorts: [Int] { sockets.withLock { $0.tcp.filter { $0.address.tls }.compactMap(\.listener.port) } }
 
     /// Opens every socket of `config`, as at start: nothing is accepted before ``start()``.
     /// - Throws: ``ListenError`` when a socket cannot be opened (those opened are closed again, and the listeners
@@ -109,12 +120,12 @@ package final class Listeners: Sendable {
         sockets.withLock { sockets in
             guard !sockets.started else { return }
             sockets.started = true
-            for (_, listener) in sockets.tcp { accept(listener) }
-            if let unix = sockets.unix { accept(unix) }
+            for (address, listener) in sockets.tcp { accept(listener, tls: address.tls) }
+            if let unix = sockets.unix { accept(unix, tls: false) }
         }
     }
 
-    /// Listens on the TCP addresses of `config` (its `port` and `bind`), keeping the sockets whose address stays,
+    /// Listens on the TCP addresses of `config` (its `port`, `tls-port` and `bind`), keeping the sockets whose address stays,
     /// closing those whose address goes and opening the new ones. When a new one (not optional) cannot be
     /// opened, the sockets are put back as they were and it returns false; the reason is logged.
     package func change(to config: ServerConfiguration) -> Bool {
@@ -142,7 +153,7 @@ package final class Listeners: Sendable {
             }
             sockets.tcp = sockets.tcp.filter { entry in !retired.contains(where: { $0.address == entry.address }) }
             for entry in opened {
-                if sockets.started { accept(entry.listener) }
+                if sockets.started { accept(entry.listener, tls: entry.address.tls) }
                 sockets.tcp.append(entry)
             }
             if sockets.tcp.isEmpty && sockets.unix == nil {
@@ -177,7 +188,7 @@ package final class Listeners: Sendable {
     private func reopen(_ address: Address, started: Bool) -> (address: Address, listener: SocketListener)? {
         do {
             let listener = try makeTCP(address)
-            if started { accept(listener) }
+            if started { accept(listener, tls: address.tls) }
             return (address, listener)
         } catch {
             logger.error("Could not listen again where the server listened before: \(error)")
@@ -185,9 +196,9 @@ package final class Listeners: Sendable {
         }
     }
 
-    private func accept(_ listener: SocketListener) {
+    private func accept(_ listener: SocketListener, tls: Bool) {
         let onAccept = self.onAccept
         let path = listener.path
-        listener.start(logger: logger) { descriptor in onAccept(descriptor, path) }
+        listener.start(logger: logger) { descriptor in onAccept(descriptor, path, tls) }
     }
 }

@@ -1,4 +1,5 @@
 import CacheCore
+import CachedTLS
 import Foundation
 import Logging
 import NIOCore
@@ -47,6 +48,14 @@ package final class ServerState: Sendable {
     private let configuration: Mutex<ServerConfiguration>
     private let shutdownHook = Mutex<(@Sendable (ShutdownRequest) -> Void)?>(nil)
     private let listenHook = Mutex<(@Sendable (ServerConfiguration) -> Bool)?>(nil)
+    private let tls = Mutex<TLSContext?>(nil)
+
+    /// What new TLS connections use: the TLS settings loaded last (at start, or by CONFIG SET); nil while the
+    /// server does not use TLS.
+    package var tlsContext: TLSContext? {
+        get { tls.withLock { $0 } }
+        set { tls.withLock { $0 = newValue } }
+    }
     private let limitsVersion = Atomic<Int>(0)
     private let busyPollWindow = Atomic<Int64>(0)
     private let latencyTrackingOn = Atomic<Bool>(true)

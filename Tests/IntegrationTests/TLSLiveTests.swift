@@ -1,0 +1,235 @@
+import CachedTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// TLS on `tls-port`, against both servers with the same settings: Redis's clients (redis-cli, redis-benchmark,
+/// redis-py) over TLS, client certificates required, optional or refused, certificates that must be refused, and
+/// certificate rotation with CONFIG SET. The certificates are made once by the openssl tool, and removed when the
+/// test process exits.
+@Suite("TLS")
+struct TLSLiveTests {
+    static let kinds: [ServerProcess.Kind] = [.redis, .cached]
+    let certificates: TestCertificates
+
+    init() throws { certificates = try TestCertificates.shared() }
+
+    /// The server's TLS directives: its certificate and key, and the CA that signs client certificates.
+    var serverTLS: [String] {
+        ["--tls-cert-file", certificates.serverCertificate, "--tls-key-file", certificates.serverKey,
+         "--tls-ca-cert-file", certificates.caCertificate]
+    }
+
+    /// Starts a server listening on a TLS port (and on its plain port, unless `plain` is false).
+    func start(_ kind: ServerProcess.Kind, _ extra: [String] = [], plain: Bool = true) throws -> (ServerProcess, Int) {
+        let tlsPort = try freeLoopbackPort()
+        let arguments = ["--tls-port", String(tlsPort)] + serverTLS + extra
+        guard !plain else { return (try ServerProcess.start(kind, arguments: arguments), tlsPort) }
+        let server = try ServerProcess.launch(kind, arguments: ["--port", "0", "--bind", "127.0.0.1"] + arguments, port: tlsPort)
+        let deadline = Date().addingTimeInterval(15)
+        while !acceptsConnections(port: tlsPort) {
+            guard Date() < deadline, server.isRunning else {
+                server.stop()
+                throw TestEnvironmentError("\(kind.rawValue) did not listen on its TLS port: \(server.standardError())")
+            }
+            usleep(10_000)
+        }
+        return (server, tlsPort)
+    }
+
+    /// redis-cli over TLS to `port`, trusting the test CA, with the client certificate unless told otherwise.
+    func cli(_ port: Int, _ arguments: [String], certificate: (String, String)? = nil, useClientCertificate: Bool = true)
+        throws -> ProgramOutput
+    {
+        var options = ["-h", "127.0.0.1", "-p", String(port), "--tls", "--cacert", certificates.caCertificate]
+        if let (cert, key) = certificate ?? (useClientCertificate ? (certificates.clientCertificate, certificates.clientKey) : nil) {
+            options += ["--cert", cert, "--key", key]
+        }
+        return try ExternalProgram.redisCli.run(options + arguments)
+    }
+
+    @Test("redis-cli with a client certificate: commands work over TLS", arguments: kinds)
+    func mutualTLS(_ kind: ServerProcess.Kind) throws {
+        let (server, tlsPort) = try start(kind)
+        defer { server.stop() }
+        #expect(try cli(tlsPort, ["SET", "k", "over tls"]).standardOutput == "OK\n")
+        #expect(try cli(tlsPort, ["GET", "k"]).standardOutput == "over tls\n")
+        // The same keyspace on the plain port.
+        #expect(try server.connect().command("GET", "k") == .bulk("over tls"))
+    }
+
+    @Test("without a client certificate, or with one from another CA, the handshake is refused", arguments: kinds)
+    func clientCertificateRequired(_ kind: ServerProcess.Kind) throws {
+        let (server, tlsPort) = try start(kind)
+        defer { server.stop() }
+        let none = try cli(tlsPort, ["PING"], useClientCertificate: false)
+        #expect(!none.standardOutput.contains("PONG"), "\(none.summary)")
+        let foreign = try cli(
+            tlsPort, ["PING"], certificate: (certificates.otherClientCertificate, certificates.otherClientKey))
+        #expect(!foreign.standardOutput.contains("PONG"), "\(foreign.summary)")
+        #expect(try cli(tlsPort, ["PING"]).standardOutput == "PONG\n")
+        #expect(server.isRunning)
+    }
+
+    @Test("tls-auth-clients optional: no certificate is fine, a foreign one is refused; no: none is asked for",
+          arguments: kinds)
+    func optionalClientCertificate(_ kind: ServerProcess.Kind) throws {
+        let (server, tlsPort) = try start(kind, ["--tls-auth-clients", "optional"])
+        defer { server.stop() }
+        #expect(try cli(tlsPort, ["PING"], useClientCertificate: false).standardOutput == "PONG\n")
+        #expect(try cli(tlsPort, ["PING"]).standardOutput == "PONG\n")
+        let foreign = try cli(
+            tlsPort, ["PING"], certificate: (certificates.otherClientCertificate, certificates.otherClientKey))
+        #expect(!foreign.standardOutput.contains("PONG"), "\(foreign.summary)")
+        #expect(try server.connect().command("CONFIG", "SET", "tls-auth-clients", "no") == .ok)
+        #expect(try cli(tlsPort, ["PING"], useClientCertificate: false).standardOutput == "PONG\n")
+    }
+
+    @Test("a server whose certificate has expired is refused by the client", arguments: kinds)
+    func expiredCertificate(_ kind: ServerProcess.Kind) throws {
+        let (server, tlsPort) = try start(kind, ["--tls-cert-file", certificates.expiredServerCertificate])
+        defer { server.stop() }
+        let output = try cli(tlsPort, ["PING"])
+        #expect(!output.standardOutput.contains("PONG"))
+        #expect(output.standardError.contains("certificate verify failed"), "\(output.summary)")
+        // Python's ssl module says why.
+        let python = try ExternalProgram.python3.run([
+            "-c",
+            "import socket,ssl; c=ssl.create_default_context(cafile='\(certificates.caCertificate)'); "
+                + "c.load_cert_chain('\(certificates.clientCertificate)','\(certificates.clientKey)'); "
+                + "c.wrap_socket(socket.create_connection(('127.0.0.1',\(tlsPort))),server_hostname='localhost')",
+        ])
+        #expect(python.status != 0)
+        #expect(python.standardError.contains("certificate has expired"), "\(python.summary)")
+    }
+
+    @Test("a plain-text client on the TLS port is closed without a reply; the server serves on", arguments: kinds)
+    func plainTextOnTLSPort(_ kind: ServerProcess.Kind) throws {
+        let (server, tlsPort) = try start(kind)
+        defer { server.stop() }
+        for request in ["PING\r\n", "*1\r\n$4\r\nPING\r\n", String(repeating: "x", count: 70_000)] {
+            let connection = try RawConnection(port: tlsPort)
+            _ = connection.trySend(Array(request.utf8))
+            let answer = try connection.readUntilClosed()
+            #expect(!String(decoding: answer, as: UTF8.self).contains("PONG"))
+        }
+        #expect(try cli(tlsPort, ["PING"]).standardOutput == "PONG\n")
+        #expect(server.isRunning)
+    }
+
+    @Test("port 0 with tls-port: TLS only", arguments: kinds)
+    func tlsOnly(_ kind: ServerProcess.Kind) throws {
+        let (server, tlsPort) = try start(kind, plain: false)
+        defer { server.stop() }
+        #expect(try cli(tlsPort, ["PING"]).standardOutput == "PONG\n")
+        #expect(try cli(tlsPort, ["CONFIG", "GET", "port"]).lines == ["port", "0"])
+    }
+
+    @Test("an encrypted key with tls-key-file-pass", arguments: kinds)
+    func encryptedKey(_ kind: ServerProcess.Kind) throws {
+        let (server, tlsPort) = try start(
+            kind, ["--tls-key-file", certificates.encryptedServerKey, "--tls-key-file-pass", certificates.encryptedKeyPassword])
+        defer { server.stop() }
+        #expect(try cli(tlsPort, ["PING"]).standardOutput == "PONG\n")
+    }
+
+    @Test("a certificate that cannot be loaded at start: exit 1, as Redis says it", arguments: kinds)
+    func unloadableAtStart(_ kind: ServerProcess.Kind) throws {
+        let tlsPort = try freeLoopbackPort()
+        let port = try freeLoopbackPort()
+        let server = try ServerProcess.launch(
+            kind,
+            arguments: ["--port", String(port), "--tls-port", String(tlsPort), "--tls-cert-file", "/nonexistent/server.crt",
+                        "--tls-key-file", certificates.serverKey, "--tls-ca-cert-file", certificates.caCertificate],
+            port: port)
+        defer { server.stop() }
+        #expect(server.waitForExit(timeout: 10) == 1)
+        #expect(server.standardError().contains("Failed to configure TLS. Check logs for more info."))
+    }
+
+    @Test("CONFIG SET of the certificate and key: new connections get the new one, open ones stay", arguments: kinds)
+    func rotation(_ kind: ServerProcess.Kind) throws {
+        let (server, tlsPort) = try start(kind, ["--tls-auth-clients", "no"])
+        defer { server.stop() }
+        #expect(try presentedCertificate(tlsPort).contains("CN=localhost") || presentedCertificate(tlsPort).contains("CN = localhost"))
+        let admin = try server.connect()
+        #expect(try admin.command("CONFIG", "SET", "tls-cert-file", certificates.otherNameCertificate) == .ok)
+        let subject = try presentedCertificate(tlsPort)
+        #expect(subject.contains("elsewhere.test"), "\(subject)")
+        #expect(
+            try admin.command("CONFIG", "GET", "tls-cert-file")
+                == .array([.bulk("tls-cert-file"), .bulk(certificates.otherNameCertificate)]))
+    }
+
+    @Test("CONFIG SET of a certificate that cannot be loaded is refused, and the old one stays", arguments: kinds)
+    func rotationRefused(_ kind: ServerProcess.Kind) throws {
+        let (server, tlsPort) = try start(kind)
+        defer { server.stop() }
+        let admin = try server.connect()
+        #expect(
+            try admin.command("CONFIG", "SET", "maxmemory", "10mb", "tls-cert-file", "/nonexistent/server.crt")
+                == .error(
+                    "ERR CONFIG SET failed (possibly related to argument 'tls-cert-file') - Unable to update TLS configuration. Check server logs."))
+        #expect(
+            try admin.command("CONFIG", "GET", "tls-cert-file")
+                == .array([.bulk("tls-cert-file"), .bulk(certificates.serverCertificate)]))
+        #expect(try admin.command("CONFIG", "GET", "maxmemory") == .array([.bulk("maxmemory"), .bulk("0")]))
+        #expect(try cli(tlsPort, ["PING"]).standardOutput == "PONG\n")
+    }
+
+    @Test("CONFIG SET tls-port opens a TLS port on a server started without one", arguments: kinds)
+    func tlsPortAtRunTime(_ kind: ServerProcess.Kind) throws {
+        let server = try ServerProcess.start(kind, arguments: serverTLS)
+        defer { server.stop() }
+        let tlsPort = try freeLoopbackPort()
+        let admin = try server.connect()
+        #expect(try admin.command("CONFIG", "SET", "tls-port", String(tlsPort)) == .ok)
+        #expect(try cli(tlsPort, ["PING"]).standardOutput == "PONG\n")
+        let taken = try listenOnLoopback()
+        defer { close(taken.fd) }
+        #expect(
+            try admin.command("CONFIG", "SET", "tls-port", String(taken.port))
+                == .error(
+                    "ERR CONFIG SET failed (possibly related to argument 'tls-port') - Unable to listen on this port. Check server logs."))
+        #expect(try cli(tlsPort, ["PING"]).standardOutput == "PONG\n")
+        #expect(try admin.command("CONFIG", "SET", "tls-port", "0") == .ok)
+        #expect(!acceptsConnections(port: tlsPort))
+    }
+
+    @Test("redis-py with ssl=True", arguments: kinds)
+    func redisPy(_ kind: ServerProcess.Kind) throws {
+        let (server, tlsPort) = try start(kind)
+        defer { server.stop() }
+        let output = try PythonScript.run(
+            "tls_client.py",
+            [String(tlsPort), certificates.caCertificate, certificates.clientCertificate, certificates.clientKey])
+        #expect(output.status == 0, "\(output.summary)")
+        #expect(output.standardOutput == "ok\n", "\(output.summary)")
+    }
+
+    @Test("redis-benchmark --tls runs to completion", arguments: kinds)
+    func redisBenchmark(_ kind: ServerProcess.Kind) throws {
+        let (server, tlsPort) = try start(kind)
+        defer { server.stop() }
+        let output = try ExternalProgram.redisBenchmark.run(
+            ["-h", "127.0.0.1", "-p", String(tlsPort), "--tls", "--cacert", certificates.caCertificate, "--cert",
+             certificates.clientCertificate, "--key", certificates.clientKey, "-n", "2000", "-c", "10", "-P", "4",
+             "-t", "set,get", "-q"], timeout: 120)
+        #expect(output.status == 0, "\(output.summary)")
+        #expect(output.standardOutput.contains("SET:") && output.standardOutput.contains("GET:"), "\(output.summary)")
+        #expect(try server.connect().infoInteger("stats", "total_commands_processed") ?? 0 >= 4000)
+    }
+
+    /// The subject of the certificate a server presents on `port` (read without checking it).
+    func presentedCertificate(_ port: Int) throws -> String {
+        let output = try ExternalProgram.python3.run([
+            "-c",
+            "import ssl,sys,subprocess; pem=ssl.get_server_certificate(('127.0.0.1', \(port))); "
+                + "print(subprocess.run(['openssl','x509','-noout','-subject'],input=pem.encode(),capture_output=True).stdout.decode())",
+        ])
+        return output.standardOutput
+    }
+}

@@ -223,6 +223,41 @@ struct TLSLiveTests {
         #expect(try server.connect().infoInteger("stats", "total_commands_processed") ?? 0 >= 4000)
     }
 
+    @Test("clients that reset the connection right after the handshake leave no client behind", arguments: kinds)
+    func resetAfterHandshake(_ kind: ServerProcess.Kind) throws {
+        let (server, tlsPort) = try start(kind, ["--tls-auth-clients", "no"])
+        defer { server.stop() }
+        let script = """
+            import socket, ssl, struct
+            context = ssl.create_default_context(cafile='\(certificates.caCertificate)')
+            for _ in range(30):
+                raw = socket.create_connection(('127.0.0.1', \(tlsPort)))
+                tls = context.wrap_socket(raw, server_hostname='localhost')
+                tls.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
+                tls.close()
+            print('ok')
+            """
+        let output = try ExternalProgram.python3.run(["-c", script], timeout: 60)
+        #expect(output.standardOutput == "ok\n", "\(output.summary)")
+        let admin = try server.connect()
+        // The resets reach the server a little later than the script ends.
+        let deadline = Date().addingTimeInterval(10)
+        while try admin.infoInteger("clients", "connected_clients") != 1 && Date() < deadline { usleep(20_000) }
+        #expect(try admin.infoInteger("clients", "connected_clients") == 1)
+        #expect(try cli(tlsPort, ["PING"]).standardOutput == "PONG\n")
+    }
+
+    @Test("a connection that never completes its handshake is closed after 10 s")
+    func handshakeTimeout() throws {
+        let (server, tlsPort) = try start(.cached)
+        defer { server.stop() }
+        let silent = try RawConnection(port: tlsPort)
+        let started = Date()
+        #expect(try silent.closedByServer(within: 30))
+        let waited = Date().timeIntervalSince(started)
+        #expect(waited >= 9, "closed after \(waited) s")
+    }
+
     /// The subject of the certificate a server presents on `port` (read without checking it).
     func presentedCertificate(_ port: Int) throws -> String {
         let output = try ExternalProgram.python3.run([

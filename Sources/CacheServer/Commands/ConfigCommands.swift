@@ -29,6 +29,9 @@ package enum ConfigCommands {
                     if updated.maxClients > config.maxClients {
                         try raiseOpenFilesLimit(for: updated.maxClients, logger: logger)
                     }
+                    // The new TLS settings are in force before the listeners change, so that a new TLS port
+                    // serves them; if that change fails they are put back (a connection accepted meanwhile on an
+                    // existing TLS port keeps what it started with).
                     let tls = try loadTLS(updated, changes, c.server)
                     let previousTLS = c.server.tlsContext
                     if let tls { c.server.tlsContext = tls }
@@ -98,8 +101,10 @@ package enum ConfigCommands {
         _ config: ServerConfiguration, _ changes: [(name: String, value: String)], _ server: ServerState
     ) throws(ConfigurationDirectiveError) -> TLSContext? {
         guard config.usesTLS else { return nil }
+        // Loaded again when a tls-* directive is set (even to the same file: a certificate replaced in place),
+        // and when those loaded last are not the ones now configured (changed while no TLS port was open).
         let settingChanged = firstChanged(changes, among: ConfigurationDirective.tlsSettings)
-        guard settingChanged != nil || server.tlsContext == nil else { return nil }
+        guard settingChanged != nil || server.tlsContext?.configuration != config.tlsServerSettings else { return nil }
         do {
             return try config.makeTLSContext()
         } catch {

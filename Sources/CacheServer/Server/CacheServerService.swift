@@ -258,7 +258,7 @@ public final class CacheServerService: Service, Sendable {
                     if unixSocketPath == nil { try Self.setKeepAlive(on: channel, seconds: state.config.tcpKeepalive) }
                     if let connection {
                         try channel.pipeline.syncOperations.addHandler(
-                            TLSServerHandler(connection: connection, logger: state.logger, descriptor: descriptor))
+                            TLSServerHandler(connection: connection, server: state, descriptor: descriptor))
                     }
                     try channel.pipeline.syncOperations.addHandler(
                         ConnectionHandler(

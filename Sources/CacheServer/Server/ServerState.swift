@@ -49,6 +49,8 @@ package final class ServerState: Sendable {
     private let shutdownHook = Mutex<(@Sendable (ShutdownRequest) -> Void)?>(nil)
     private let listenHook = Mutex<(@Sendable (ServerConfiguration) -> Bool)?>(nil)
     private let tls = Mutex<TLSContext?>(nil)
+    /// TLS handshakes under way, which count against `maxclients`.
+    package let handshakes = PendingHandshakes()
 
     /// What new TLS connections use: the TLS settings loaded last (at start, or by CONFIG SET); nil while the
     /// server does not use TLS.

@@ -4,11 +4,14 @@ import Glibc
 #endif
 import Logging
 import NIOCore
+import Synchronization
 
 /// TLS on a connection accepted on `tls-port`, below the ``ConnectionHandler``: decrypts what the client sends
 /// and encrypts the replies. The connection handler learns of the connection (`channelActive`) only once the
 /// handshake has completed, so a client that fails it (a plain-text client, a certificate refused) never
-/// becomes a client of the server: it is logged at debug and closed.
+/// becomes a client of the server: it is logged at debug and closed. A handshake must end within
+/// ``handshakeTimeout``, and handshakes under way count against `maxclients`, so that connections that never
+/// finish one cannot hold the server's descriptors.
 final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -24,27 +27,68 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// behind them.
     private var channelWrites = 0
     private var established = false
+    /// The connection handler has been told the connection is open (and so must be told when it closes).
+    private var announced = false
     private var active = false
     private var closing = false
+    /// The client sent close_notify: once the replies to what came before it are out, the session ends.
+    private var peerClosed = false
+    private let handshakes: PendingHandshakes
+    /// Counted in ``handshakes`` until the handshake ends.
+    private var counted = false
+    private var handshakeTimer: Scheduled<Void>?
+    /// How long a client has to complete the handshake.
+    static let handshakeTimeout: TimeAmount = .seconds(10)
     /// Plaintext is decrypted into buffers of this size at most (a TLS record holds up to 16 KiB).
     private static let readChunk = 16 * 1024
 
-    init(connection: TLSConnection, logger: Logger, descriptor: CInt = -1) {
+    private let clientCount: () -> Int
+    private let maxClients: () -> Int
+
+    /// A handler for `connection`; `server` gives the handshakes' count, the clients and `maxclients`.
+    init(connection: TLSConnection, server: ServerState, descriptor: CInt = -1) {
         self.connection = connection
-        self.logger = logger
+        self.logger = server.logger
+        self.handshakes = server.handshakes
+        self.clientCount = { server.clients.count }
+        self.maxClients = { server.config.maxClients }
         self.descriptor = descriptor
     }
 
     func channelActive(context: ChannelHandlerContext) {
         active = true
+        counted = handshakes.begin(clients: clientCount(), maxClients: maxClients())
+        guard counted else {
+            // Past maxclients, counting the handshakes under way: refused before any TLS work.
+            logger.debug("TLS handshake refused: max number of clients reached")
+            closing = true
+            descriptor = -1
+            context.close(promise: nil)
+            return
+        }
+        let channel = context.channel
+        handshakeTimer = context.eventLoop.scheduleTask(in: Self.handshakeTimeout) {
+            channel.close(promise: nil)
+        }
         // The client speaks first; nothing to do until it has.
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         active = false
         descriptor = -1
-        // The connection handler saw the connection open only if the handshake completed.
-        if established { context.fireChannelInactive() }
+        endHandshake()
+        // The connection handler saw the connection open only if it was told so.
+        if announced { context.fireChannelInactive() }
+    }
+
+    /// The handshake is over (done, failed, or the connection closed): no longer counted, no deadline.
+    private func endHandshake() {
+        handshakeTimer?.cancel()
+        handshakeTimer = nil
+        if counted {
+            counted = false
+            handshakes.end()
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -56,6 +100,10 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .done:
                 established = true
                 flushOutput(context: context)
+                // The flush may have found the connection gone (and closed it): then it never opened.
+                guard active && !closing && context.channel.isActive else { return }
+                endHandshake()
+                announced = true
                 context.fireChannelActive()
             case .needsInput:
                 flushOutput(context: context)
@@ -77,7 +125,7 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Passes on everything that can be decrypted now.
     private func readPlaintext(context: ChannelHandlerContext) {
-        while !closing {
+        while announced && !closing && !peerClosed {
             inbound.clear()
             inbound.reserveCapacity(minimumWritableBytes: Self.readChunk)
             let outcome = inbound.writeWithUnsafeMutableBytes(minimumWritableBytes: 0) { raw -> Int in
@@ -94,10 +142,9 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             switch lastReadOutcome {
             case .closed:
-                // close_notify from the client: answer it and close, as a plain connection's end of stream.
-                connection.shutdown()
-                flushOutput(context: context)
-                context.close(promise: nil)
+                // close_notify from the client: as a plain connection's end of stream, the replies to what came
+                // before it go out (at the end of this read), then the session ends.
+                peerClosed = true
             case .failed(let reason):
                 fail(context: context, reason: reason)
             default:
@@ -112,7 +159,8 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var lastReadOutcome: TLSConnection.Outcome = .needsInput
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if established { context.fireChannelReadComplete() }
+        if announced { context.fireChannelReadComplete() }
+        if peerClosed && !closing { context.close(promise: nil) }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -122,9 +170,13 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         let outcome = plaintext.withUnsafeReadableBytes { connection.write($0) }
-        if case .failed(let reason) = outcome {
+        guard outcome == .done(plaintext.readableBytes) else {
             promise?.fail(ChannelError.ioOnClosedChannel)
-            fail(context: context, reason: reason)
+            if case .failed(let reason) = outcome {
+                fail(context: context, reason: reason)
+            } else {
+                fail(context: context, reason: "the TLS session ended while a reply was written")
+            }
             return
         }
         emit(context: context, promise: promise, flush: false)
@@ -165,6 +217,7 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         if mode == .all && established && !closing && active {
             closing = true
+            descriptor = -1
             // Tell the client the session ends (close_notify), without waiting for its answer.
             connection.shutdown()
             if connection.pendingOutput > 0 {
@@ -196,6 +249,7 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func fail(context: ChannelHandlerContext, reason: String) {
         guard !closing else { return }
         closing = true
+        descriptor = -1
         let client = context.channel.remoteAddress.map { "\($0)" } ?? "?"
         if established {
             logger.debug("TLS error on a client connection", metadata: ["client": "\(client)", "error": "\(reason)"])
@@ -210,5 +264,30 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
         } else {
             context.close(promise: nil)
         }
+    }
+}
+
+/// TLS handshakes under way, counted with the clients against `maxclients` (a connection becomes a client only
+/// once its handshake is done).
+package final class PendingHandshakes: Sendable {
+    private let count = Atomic<Int>(0)
+
+    init() {}
+
+    /// Handshakes under way now.
+    package var current: Int { count.load(ordering: .relaxed) }
+
+    /// Counts a new handshake; false (not counted) when `clients` and the handshakes already reach `maxClients`.
+    func begin(clients: Int, maxClients: Int) -> Bool {
+        let started = count.wrappingAdd(1, ordering: .relaxed).newValue
+        if clients + started > maxClients {
+            count.wrappingSubtract(1, ordering: .relaxed)
+            return false
+        }
+        return true
+    }
+
+    func end() {
+        count.wrappingSubtract(1, ordering: .relaxed)
     }
 }

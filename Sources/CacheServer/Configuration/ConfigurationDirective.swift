@@ -303,14 +303,10 @@ extension ConfigurationDirective {
         .boolean("tls-cluster", .runtime, \.tlsCluster),
     ]
 
-    /// The directives whose change makes the server load its TLS settings again (Redis's `applyTlsCfg`), besides
-    /// `tls-port`.
-    package static let tlsSettings: Set<String> = [
-        "tls-cert-file", "tls-key-file", "tls-key-file-pass", "tls-client-cert-file", "tls-client-key-file",
-        "tls-client-key-file-pass", "tls-ca-cert-file", "tls-ca-cert-dir", "tls-auth-clients", "tls-protocols",
-        "tls-ciphers", "tls-ciphersuites", "tls-prefer-server-ciphers", "tls-session-caching",
-        "tls-session-cache-size", "tls-session-cache-timeout", "tls-dh-params-file", "tls-replication", "tls-cluster",
-    ]
+    /// The directives whose change makes the server load its TLS settings again (Redis's `applyTlsCfg`): every
+    /// `tls-*` directive but `tls-port`.
+    package static let tlsSettings: Set<String> = Set(
+        all.map(\.name).filter { $0.hasPrefix("tls-") && $0 != "tls-port" })
 
     /// A password directive: CONFIG GET shows a fixed mask when it is set, never the password.
     static func secret(_ name: String, _ field: Field<String>) -> Self {

@@ -17,11 +17,7 @@ extension ServerConfiguration {
         settings.sessionCacheSize = tlsSessionCacheSize
         settings.sessionCacheTimeout = tlsSessionCacheTimeout
         settings.dhParamsFile = tlsDhParamsFile
-        switch tlsAuthClients {
-        case .no: settings.peerVerification = .no
-        case .yes: settings.peerVerification = .yes
-        case .optional: settings.peerVerification = .optional
-        }
+        settings.peerVerification = tlsAuthClients
         return settings
     }
 

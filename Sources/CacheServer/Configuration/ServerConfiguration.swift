@@ -1,3 +1,4 @@
+import CachedTLS
 import Logging
 import NIOCore
 
@@ -37,13 +38,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var tlsCaCertFile = ""
     public var tlsCaCertDir = ""
 
-    /// Whether TLS clients must present a certificate signed by a trusted CA (`tls-auth-clients`).
-    public var tlsAuthClients: TLSAuthClients = .yes
-
-    /// `tls-auth-clients`: `yes` requires a client certificate, `optional` checks one if given.
-    public enum TLSAuthClients: String, Sendable, CaseIterable {
-        case no, yes, optional
-    }
+    /// Whether TLS clients must present a certificate signed by a trusted CA (`tls-auth-clients`): `yes`
+    /// requires one, `optional` checks one if given, `no` asks for none.
+    public var tlsAuthClients: TLSConfiguration.PeerVerification = .yes
 
     /// The TLS versions allowed (`tls-protocols`, e.g. `"TLSv1.2 TLSv1.3"`); empty for TLS 1.2 and 1.3.
     public var tlsProtocols = ""

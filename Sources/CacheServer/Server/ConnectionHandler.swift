@@ -458,23 +458,18 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// Sends the replies in `output`: straight to the socket when the server knows it and the channel has
     /// nothing queued, else through the channel (flushed at once when `flush` is set).
     ///
-    /// The direct write is one non-blocking `send`, without the channel's bookkeeping for pending writes, its
-    /// lifecycle checks and the reference counting around them (about a microsecond per reply, as much as a
-    /// GET costs otherwise). What the socket does not take at once (its buffer is full, or the send failed)
+    /// The direct write (``DirectSend``) is one non-blocking `send`, without the channel's bookkeeping for pending
+    /// writes (about a microsecond per reply, as much as a GET costs otherwise). What the socket does not take at
+    /// once (its buffer is full, or the send failed)
     /// goes to the channel, which writes it when the socket is writable, applies backpressure and handles the
     /// error; until the channel has written it, later replies queue behind it in the channel.
     private func write(context: ChannelHandlerContext, flush: Bool = false) {
         guard output.readableBytes > 0 else { return }
         guard withinOutputLimits(context: context) else { return }
         session?.noteTraffic(output: output.readableBytes)
-        if sendDescriptor >= 0 && channelWrites == 0 && !closing {
-            let fd = sendDescriptor
-            let sent = output.withUnsafeReadableBytes { send(fd, $0.baseAddress, $0.count, CInt(MSG_DONTWAIT | MSG_NOSIGNAL)) }
-            if sent == output.readableBytes {
-                output.clear()
-                return
-            }
-            if sent > 0 { output.moveReaderIndex(forwardBy: sent) }
+        if sendDescriptor >= 0 && channelWrites == 0 && !closing && DirectSend.send(&output, to: sendDescriptor) {
+            output.clear()
+            return
         }
         var promise: EventLoopPromise<Void>?
         // Counted only while direct sends must wait for the channel (not for TLS, whose handler sends all).

@@ -1,7 +1,4 @@
 import CachedTLS
-#if canImport(Glibc)
-import Glibc
-#endif
 import Logging
 import NIOCore
 import Synchronization
@@ -186,16 +183,9 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// what the socket does not take) through the channel, counted so that later bytes queue behind them.
     private func emit(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?, flush: Bool) {
         var encrypted = takeOutput(context: context)
-        if descriptor >= 0 && channelWrites == 0 {
-            // One non-blocking send, without the channel's bookkeeping: what the socket does not take goes to the
-            // channel, which writes it when the socket is writable.
-            let fd = descriptor
-            let sent = encrypted.withUnsafeReadableBytes { send(fd, $0.baseAddress, $0.count, CInt(MSG_DONTWAIT | MSG_NOSIGNAL)) }
-            if sent == encrypted.readableBytes {
-                promise?.succeed(())
-                return
-            }
-            if sent > 0 { encrypted.moveReaderIndex(forwardBy: sent) }
+        if descriptor >= 0 && channelWrites == 0 && DirectSend.send(&encrypted, to: descriptor) {
+            promise?.succeed(())
+            return
         }
         var written = promise
         if descriptor >= 0 {

@@ -258,6 +258,30 @@ struct TLSLiveTests {
         #expect(waited >= 9, "closed after \(waited) s")
     }
 
+    @Test("handshakes under way count against maxclients")
+    func handshakesCountAsClients() throws {
+        let (server, tlsPort) = try start(.cached, ["--maxclients", "3", "--tls-auth-clients", "no", "--io-threads", "1"])
+        defer { server.stop() }
+        let admin = try server.connect()
+        // The connection that checked the server was up may not be gone yet: until it is, it counts too.
+        let gone = Date().addingTimeInterval(10)
+        while try admin.infoInteger("clients", "connected_clients") != 1 && Date() < gone { usleep(10_000) }
+        // Two connections that never start a handshake. They are accepted in the order they connected and start
+        // on the one event loop in that order, so both are counted before the client below.
+        var silent = [try RawConnection(port: tlsPort), try RawConnection(port: tlsPort)]
+        let refused = try cli(tlsPort, ["PING"], useClientCertificate: false)
+        #expect(!refused.standardOutput.contains("PONG"), "\(refused.summary)")
+        silent.removeAll()
+        let deadline = Date().addingTimeInterval(10)
+        var answered = ""
+        while Date() < deadline {
+            answered = try cli(tlsPort, ["PING"], useClientCertificate: false).standardOutput
+            if answered == "PONG\n" { break }
+            usleep(50_000)
+        }
+        #expect(answered == "PONG\n")
+    }
+
     /// The subject of the certificate a server presents on `port` (read without checking it).
     func presentedCertificate(_ port: Int) throws -> String {
         let output = try ExternalProgram.python3.run([

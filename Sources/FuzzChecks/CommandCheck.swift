@@ -107,7 +107,8 @@ package enum CommandCheck {
     private static func session(_ server: ServerState, port: Int) -> ClientSession {
         let session = ClientSession(
             id: server.clients.makeID(), remoteAddress: "127.0.0.1:\(port)", localAddress: "127.0.0.1:6379",
-            isLocal: true, now: server.clock.nowMilliseconds(), authenticated: true, channel: nil)
+            isLocal: true, now: server.clock.nowMilliseconds(), authenticated: true,
+            user: server.users.defaultUser, channel: nil)
         server.clients.add(session)
         return session
     }

@@ -119,6 +119,9 @@ struct CachedServer: AsyncParsableCommand {
         } catch let error as SnapshotSaveFailure {
             logger.critical("\(error)")
             throw ExitCode.failure
+        } catch let error as AclSetupError {
+            logger.critical("\(error)")
+            throw ExitCode.failure
         } catch {
             logger.critical("cached-server exiting", metadata: ["error": "\(error)"])
             throw ExitCode.failure

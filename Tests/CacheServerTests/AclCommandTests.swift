@@ -7,7 +7,7 @@ import Testing
 @Suite("ACL LOG")
 struct AclCommandTests {
     static func counts(_ h: Harness) -> [Int] {
-        h.server.authFailures.newest(200).map(\.count)
+        h.server.aclLog.newest(200).map(\.count)
     }
 
     @Test("failures within a minute of an entry count in it; later ones start a new entry")
@@ -28,7 +28,7 @@ struct AclCommandTests {
         h.run("AUTH", "bob", "x")
         h.run("AUTH", "carol", "y")
         h.run("AUTH", "bob", "z")
-        #expect(h.server.authFailures.newest(10).map { "\($0.username):\($0.count)" } == ["bob:2", "carol:1"])
+        #expect(h.server.aclLog.newest(10).map { "\($0.username):\($0.count)" } == ["bob:2", "carol:1"])
     }
 
     @Test("only the ten newest entries are matched, and at most 128 are kept, newest first")
@@ -38,10 +38,10 @@ struct AclCommandTests {
         for i in 1...10 { h.run("AUTH", "user-\(i)", "x") }
         // user-0's entry is the eleventh newest now: a new failure of it is a new entry.
         h.run("AUTH", "user-0", "x")
-        #expect(h.server.authFailures.newest(200).map(\.username).prefix(2) == ["user-0", "user-10"])
+        #expect(h.server.aclLog.newest(200).map(\.username).prefix(2) == ["user-0", "user-10"])
         #expect(Self.counts(h).count == 12)
         for i in 0..<200 { h.run("AUTH", "other-\(i)", "x") }
-        let kept = h.server.authFailures.newest(1000)
+        let kept = h.server.aclLog.newest(1000)
         #expect(kept.count == 128)
         #expect(kept.first?.username == "other-199")
         #expect(h.run("AUTH", "secret") == .ok)

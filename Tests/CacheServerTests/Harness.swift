@@ -30,8 +30,8 @@ final class Harness {
     private static func makeSession(_ server: ServerState) -> ClientSession {
         let session = ClientSession(
             id: server.clients.makeID(), remoteAddress: "127.0.0.1:40000", localAddress: "127.0.0.1:6379",
-            isLocal: true, now: server.clock.nowMilliseconds(), authenticated: server.config.requirePass.isEmpty,
-            channel: nil)
+            isLocal: true, now: server.clock.nowMilliseconds(), authenticated: server.users.defaultAuthenticates,
+            user: server.users.defaultUser, channel: nil)
         session.outlet = CollectingOutlet(session: session)
         server.clients.add(session)
         return session

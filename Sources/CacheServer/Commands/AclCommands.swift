@@ -1,11 +1,10 @@
 import CacheCore
 import Foundation
+import NIOCore
 import RESP
 
-/// ACL. This server has one user, `default`, whose password is `requirepass` (none when it is empty) and who
-/// may run every command, on every key and channel. The ACL subcommands report that user, list the command
-/// categories, make passwords, check commands (DRYRUN) and keep Redis's log of failed authentications;
-/// those that would create, change or remove users, or use an ACL file, are refused.
+/// ACL: users with passwords and permissions on commands, keys and channels, in Redis 7.0's rule language
+/// (see ``AclUserRules``), their log of refusals, and the ACL file.
 enum AclCommands {
     /// Redis 7.0's ACL categories, in its order.
     static let categories = [
@@ -17,13 +16,15 @@ enum AclCommands {
         let a = c.arguments
         let n = a.count
         if a.matches(1, "whoami") && n == 2 {
-            c.bulk("default")
+            c.bulk(c.session.user.name)
         } else if a.matches(1, "users") && n == 2 {
-            c.arrayHeader(1)
-            c.bulk("default")
+            let users = c.server.users.all
+            c.arrayHeader(users.count)
+            for user in users { c.bulk(user.name) }
         } else if a.matches(1, "list") && n == 2 {
-            c.arrayHeader(1)
-            c.bulk("user default on \(passwordRule(c.server)) ~* &* +@all")
+            let users = c.server.users.all
+            c.arrayHeader(users.count)
+            for user in users { c.bulk(user.rules.line(name: user.name, table: c.server.commands)) }
         } else if a.matches(1, "getuser") && n == 3 {
             getUser(&c)
         } else if (a.matches(1, "cat") || a.matches(1, "genpass") || a.matches(1, "log")) && n > 3 {
@@ -38,18 +39,11 @@ enum AclCommands {
         } else if a.matches(1, "dryrun") && n >= 4 {
             dryRun(&c)
         } else if a.matches(1, "deluser") && n >= 3 {
-            for j in 2..<n where a[j].elementsEqual("default".utf8) {
-                return c.error("ERR The 'default' user cannot be removed")
-            }
-            c.integer(0)
+            deleteUsers(&c)
         } else if a.matches(1, "setuser") && n >= 3 {
-            c.error(
-                "ERR ACL SETUSER is not supported: this server has one user, 'default', who may run every command; set its password with requirepass"
-            )
+            setUser(&c)
         } else if (a.matches(1, "load") || a.matches(1, "save")) && n == 2 {
-            c.error(
-                "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration."
-            )
+            file(&c, load: a.matches(1, "load"))
         } else if a.matches(1, "help") && n == 2 {
             ConnectionCommands.help(&c, "ACL", [
                 "CAT [<category>]", "    List all commands that belong to <category>, or all command categories",
@@ -74,37 +68,128 @@ enum AclCommands {
         }
     }
 
-    /// `nopass`, or `#` and the SHA-256 of the password in hex, as ACL LIST shows the password.
-    static func passwordRule(_ server: ServerState) -> String {
-        let password = server.config.requirePass
-        return password.isEmpty ? "nopass" : "#" + SHA256.hexDigest(password.utf8)
+    /// ACL SETUSER name rule ...: all the rules or none.
+    static func setUser(_ c: inout CommandContext) {
+        let a = c.arguments
+        let name = a.string(2)
+        if a[2].contains(UInt8(ascii: " ")) || a[2].contains(0) {
+            return c.error("ERR Usernames can't contain spaces or null characters")
+        }
+        let rules = (3..<a.count).map { a.bytes($0) }
+        do throws(AclUsers.RefusedRule) {
+            try c.server.users.setUser(name, rules: rules, pubsubDefaultAll: c.server.config.aclPubsubDefault == .allchannels)
+            c.ok()
+        } catch {
+            if case .unmatchedParenthesis = error.error { return c.error("ERR \(error.error.message)") }
+            var message = ByteBuffer()
+            message.writeString("ERR Error in ACL SETUSER modifier '")
+            message.writeBytes(error.rule)
+            message.writeString("': \(error.error.message)")
+            c.reply.writeRESPError(bytes: message.readableBytesView)
+        }
     }
 
-    /// ACL GETUSER: the default user's flags, password digests and permissions; null for any other name.
+    /// ACL DELUSER name ...: the number of users removed; their connections are closed.
+    static func deleteUsers(_ c: inout CommandContext) {
+        let a = c.arguments
+        let names = (2..<a.count).map { a.string($0) }
+        if names.contains("default") { return c.error("ERR The 'default' user cannot be removed") }
+        let removed = c.server.users.delete(names)
+        disconnect(removed, c)
+        c.integer(removed.count)
+    }
+
+    /// Closes the connections authenticated as any of `users` (deleted, or replaced by ACL LOAD).
+    static func disconnect(_ users: [AclUser], _ c: CommandContext) {
+        guard !users.isEmpty else { return }
+        for session in c.server.clients.all where users.contains(where: { $0 === session.currentUser }) {
+            ConnectionCommands.kill(session, by: c.session, server: c.server)
+        }
+    }
+
+    /// ACL LOAD and ACL SAVE, with `aclfile`.
+    static func file(_ c: inout CommandContext, load: Bool) {
+        let path = c.server.config.aclFile
+        guard !path.isEmpty else {
+            return c.error(
+                "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration."
+            )
+        }
+        let users = c.server.users
+        if load {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                return c.error("ERR Error loading ACLs, opening file '\(path)': \(String(cString: strerror(errno)))")
+            }
+            do throws(AclUsers.LoadError) {
+                let parsed = try users.parse(
+                    file: String(decoding: data, as: UTF8.self), path: path,
+                    pubsubDefaultAll: c.server.config.aclPubsubDefault == .allchannels)
+                disconnect(users.replaceAll(with: parsed), c)
+                c.ok()
+            } catch {
+                c.error("ERR \(error.description)")
+            }
+        } else {
+            do throws(AclUsers.LoadError) {
+                try users.save(to: path)
+                c.ok()
+            } catch {
+                c.server.logger.warning("\(error.description)")
+                c.error("ERR There was an error trying to save the ACLs. Please check the server logs for more information")
+            }
+        }
+    }
+
+    /// The refusal of command `index` with `arguments` for a connection whose user's rules restrict it, logged
+    /// for ACL LOG; nil when the user may run it.
+    /// `queued`: a command EXEC runs, checked again in case the rules changed since it was queued.
+    static func refusal(
+        _ index: Int, _ arguments: Arguments, session: ClientSession, server: ServerState, now: Int64, queued: Bool = false
+    ) -> String? {
+        let spec = server.commands.commands[index]
+        let sub = spec.subcommands.isEmpty || arguments.count < 2 ? nil : spec.subcommandIndex(named: arguments[1])
+        guard let denial = session.user.rules.check(index, sub: sub, arguments, table: server.commands) else { return nil }
+        let fullName = sub.map { spec.name + "|" + spec.subcommands[$0].name } ?? spec.name
+        server.aclLog.record(
+            reason: denial.reason, context: session.inTransaction || session.runningTransaction ? "multi" : "toplevel",
+            object: denial.object(command: fullName, arguments), username: session.user.name,
+            clientInfo: ConnectionCommands.describe(session, server: server, now: now), now: now)
+        if queued {
+            return "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: \(denial.execReason)"
+        }
+        return denial.error(command: fullName)
+    }
+
+    /// ACL GETUSER: the user's flags, password digests and permissions; null for a user that does not exist.
     static func getUser(_ c: inout CommandContext) {
-        guard c.arguments[2].elementsEqual("default".utf8) else { return c.null() }
-        let password = c.server.config.requirePass
+        guard let user = c.server.users.user(named: c.arguments.string(2)) else { return c.null() }
+        let rules = user.rules
+        let table = c.server.commands
         let v = c.version
         c.reply.writeRESPMapHeader(6, v)
         c.bulk("flags")
-        c.reply.writeRESPSetHeader(password.isEmpty ? 2 : 1, v)
-        c.bulk("on")
-        if password.isEmpty { c.bulk("nopass") }
+        let flags = rules.flagNames
+        c.reply.writeRESPSetHeader(flags.count, v)
+        for flag in flags { c.bulk(flag) }
         c.bulk("passwords")
-        if password.isEmpty {
-            c.arrayHeader(0)
-        } else {
-            c.arrayHeader(1)
-            c.bulk(SHA256.hexDigest(password.utf8))
-        }
-        c.bulk("commands")
-        c.bulk("+@all")
-        c.bulk("keys")
-        c.bulk("~*")
-        c.bulk("channels")
-        c.bulk("&*")
+        c.arrayHeader(rules.passwords.count)
+        for password in rules.passwords { c.bulk(password) }
+        writePermissions(&c, rules.root, table: table)
         c.bulk("selectors")
-        c.arrayHeader(0)
+        c.arrayHeader(rules.selectors.count)
+        for selector in rules.selectors {
+            c.reply.writeRESPMapHeader(3, v)
+            writePermissions(&c, selector, table: table)
+        }
+    }
+
+    private static func writePermissions(_ c: inout CommandContext, _ selector: AclSelector, table: CommandTable) {
+        c.bulk("commands")
+        c.bulk(selector.commandRules(table: table))
+        c.bulk("keys")
+        c.bulk(selector.allKeys ? "~*" : selector.keyPatternNames.joined(separator: " "))
+        c.bulk("channels")
+        c.bulk(selector.channelNames.joined(separator: " "))
     }
 
     /// ACL CAT: the categories, or this server's commands (and subcommands, as `container|sub`) in one.
@@ -152,13 +237,13 @@ enum AclCommands {
         var count = 10
         if c.arguments.count == 3 {
             if c.arguments.matches(2, "reset") {
-                c.server.authFailures.reset()
+                c.server.aclLog.reset()
                 return c.ok()
             }
             guard let value = c.integerArgument(2) else { return }
             count = value
         }
-        let entries = c.server.authFailures.newest(count)
+        let entries = c.server.aclLog.newest(count)
         let v = c.version
         c.arrayHeader(entries.count)
         for entry in entries {
@@ -166,7 +251,7 @@ enum AclCommands {
             c.bulk("count")
             c.integer(entry.count)
             c.bulk("reason")
-            c.bulk("auth")
+            c.bulk(entry.reason)
             c.bulk("context")
             c.bulk(entry.context)
             c.bulk("object")
@@ -180,31 +265,45 @@ enum AclCommands {
         }
     }
 
-    /// ACL DRYRUN username command [arg ...]: `OK` when the user may run it (the default user may run every
-    /// command), after the command's existence and number of arguments are checked.
+    /// ACL DRYRUN username command [arg ...]: `OK` when the user may run it, else why not (a bulk string),
+    /// after the command's existence and number of arguments are checked.
     static func dryRun(_ c: inout CommandContext) {
         let a = c.arguments
-        guard a[2].elementsEqual("default".utf8) else {
+        guard let user = c.server.users.user(named: a.string(2)) else {
             return c.reply.writeRESPError(bytes: ReplyError.quoting("ERR User '", a[2], limit: 128, "' not found"))
         }
         let notFound = ReplyError.quoting("ERR Command '", a[3], limit: 128, "' not found")
-        guard let index = c.server.commands.lookup(a[3]) else { return c.reply.writeRESPError(bytes: notFound) }
-        var spec = c.server.commands.commands[index]
+        let table = c.server.commands
+        guard let index = table.lookup(a[3]) else { return c.reply.writeRESPError(bytes: notFound) }
+        let container = table.commands[index]
+        var spec = container
         var name = spec.name
+        var sub: Int?
         // A container's command is its subcommand, as Redis looks it up.
-        if !spec.subcommands.isEmpty && a.count > 4 {
-            guard let sub = spec.subcommandIndex(named: a[4]) else { return c.reply.writeRESPError(bytes: notFound) }
-            name += "|" + spec.subcommands[sub].name
-            spec = spec.subcommands[sub]
+        if !container.subcommands.isEmpty && a.count > 4 {
+            guard let found = container.subcommandIndex(named: a[4]) else { return c.reply.writeRESPError(bytes: notFound) }
+            name += "|" + container.subcommands[found].name
+            spec = container.subcommands[found]
+            sub = found
         }
         guard spec.acceptsArgumentCount(a.count - 3) else { return c.error(ReplyError.wrongArity(name)) }
-        c.ok()
+        let arguments = a.dropping(3)
+        switch user.rules.check(index, sub: sub, arguments, table: table) {
+        case nil:
+            c.ok()
+        case .command:
+            c.bulk("This user has no permissions to run the '\(name)' command")
+        case .key(let position):
+            c.bulk("This user has no permissions to access the '\(arguments.string(position))' key")
+        case .channel(let position):
+            c.bulk("This user has no permissions to access the '\(arguments.string(position))' channel")
+        }
     }
 
     /// Logs a failed authentication of `session` (AUTH or HELLO ... AUTH) for ACL LOG.
     static func recordFailure(_ c: CommandContext, username: UnsafeRawBufferPointer) {
-        c.server.authFailures.record(
-            context: c.session.inTransaction || c.session.runningTransaction ? "multi" : "toplevel",
+        c.server.aclLog.record(
+            reason: "auth", context: c.session.inTransaction || c.session.runningTransaction ? "multi" : "toplevel",
             object: c.arguments.string(0),
             username: String(decoding: username, as: UTF8.self),
             clientInfo: ConnectionCommands.describe(c.session, server: c.server, now: c.now),

@@ -24,6 +24,11 @@ package struct Arguments {
         return UnsafeRawBufferPointer(start: base + span.offset, count: span.count)
     }
 
+    /// The arguments from `count` on: a command given as arguments of another (ACL DRYRUN's).
+    package func dropping(_ count: Int) -> Arguments {
+        Arguments(base: base, spans: UnsafeBufferPointer(rebasing: spans[count...]))
+    }
+
     /// Argument `index` as text (invalid UTF-8 is repaired), for names and messages.
     package func string(_ index: Int) -> String {
         String(decoding: self[index], as: UTF8.self)

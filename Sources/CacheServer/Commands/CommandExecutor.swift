@@ -58,11 +58,17 @@ package enum CommandExecutor {
             refuse(ReplyError.wrongArity(server.commands.commands[index].name), index, session, server, &reply)
             return
         }
-        // Unauthenticated, subscribed, tracking and transaction clients take the slow path; everyone else pays
-        // this check.
+        // Unauthenticated, subscribed, tracking and transaction clients, and users whose ACL rules restrict
+        // them, take the slow path; everyone else pays these two checks.
         var tracking = false
-        if session.modes.rawValue != 0 {
+        if session.modes.rawValue != 0 || session.user.isRestricted {
             if queued {
+                if session.user.isRestricted,
+                    let refusal = AclCommands.refusal(index, arguments, session: session, server: server, now: now, queued: true)
+                {
+                    reply.writeRESPError(refusal)
+                    return
+                }
                 tracking = rememberQueuedReadKeys(index, arguments, session: session, server: server)
             } else {
                 guard let tracks = admit(index, arguments, counted: counted, session: session, server: server, now: now, reply: &reply)
@@ -227,6 +233,13 @@ package enum CommandExecutor {
             refuse("\(ReplyError.noAuth)", index, session, server, &reply)
             return nil
         }
+        // ACL: a container's unknown subcommand is its own error (not counted), as Redis answers it first.
+        if session.user.isRestricted && counted,
+            let refusal = AclCommands.refusal(index, arguments, session: session, server: server, now: now)
+        {
+            refuse(refusal, index, session, server, &reply)
+            return nil
+        }
         if session.modes.contains(.subscribed) && session.protocolVersion == .resp2 && !flags.contains(.subscribedContext) {
             let spec = server.commands.commands[index]
             var name = spec.name
@@ -370,11 +383,8 @@ package enum CommandExecutor {
         guard let options = session.tracking, !options.bcast, server.commands.dispatch[index].flags.contains(.readonly)
         else { return }
         if (options.optin && !session.cachingGiven) || (options.optout && session.cachingGiven) { return }
-        let spec = server.commands.commands[index]
-        guard spec.firstKey > 0 && spec.firstKey < arguments.count else { return }
-        let last = spec.lastKey < 0 ? arguments.count + spec.lastKey : min(spec.lastKey, arguments.count - 1)
-        var keys: [[UInt8]] = []
-        for i in stride(from: spec.firstKey, through: last, by: max(1, spec.keyStep)) { keys.append(Array(arguments[i])) }
+        let keys = server.commands.commands[index].keyPositions(in: arguments).map { Array(arguments[$0.position]) }
+        guard !keys.isEmpty else { return }
         server.tracking.remember(keys, for: session.id)
     }
 

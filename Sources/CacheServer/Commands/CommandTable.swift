@@ -49,6 +49,37 @@ package struct CommandFlags: OptionSet, Sendable {
     package var names: [String] { Self.names.filter { contains($0.0) }.map(\.1) }
 }
 
+/// What a command does with a key, as Redis 7.0's key specifications tell ACL key permissions: `read` when
+/// it reads the value (Redis's ACCESS), `write` when it inserts, updates or deletes it. A command that only
+/// looks at a key's existence, type or metadata (EXISTS, TYPE, OBJECT) needs neither: any key pattern that
+/// matches lets it through.
+package struct KeyAccess: OptionSet, Sendable, Hashable {
+    package let rawValue: UInt8
+    package init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    package static let read = KeyAccess(rawValue: 1 << 0)
+    package static let write = KeyAccess(rawValue: 1 << 1)
+}
+
+/// The access a command needs to its keys: to the first one, and to the others (RENAME reads and deletes
+/// its source but only writes its destination; BITOP writes its first key and reads the rest).
+package struct KeyAccessRule: Sendable {
+    package let first: KeyAccess
+    package let rest: KeyAccess
+
+    package init(first: KeyAccess, rest: KeyAccess) {
+        self.first = first
+        self.rest = rest
+    }
+
+    /// The same access to every key.
+    package static func all(_ access: KeyAccess) -> KeyAccessRule { KeyAccessRule(first: access, rest: access) }
+    /// Existence, type or metadata only (EXISTS, TYPE, TOUCH, OBJECT).
+    package static let metadata = all([])
+    /// Writes without reading (SETNX, MSET, DEL, EXPIRE).
+    package static let writeOnly = all(.write)
+}
+
 /// A command handler: reads `context.arguments`, writes one reply into `context.reply`.
 package typealias CommandHandler = (inout CommandContext) -> Void
 
@@ -68,6 +99,8 @@ package struct CommandSpec: Sendable {
     package let keyStep: Int
     /// ACL categories without the leading @.
     package let categories: [String]
+    /// What the command does with its keys, for ACL key permissions.
+    package let keyAccess: KeyAccessRule
     /// COMMAND DOCS: group, summary, since, complexity.
     package let group: String
     package let summary: String
@@ -79,7 +112,7 @@ package struct CommandSpec: Sendable {
 
     package init(
         _ name: String, arity: Int, flags: CommandFlags, keys: (Int, Int, Int) = (0, 0, 0),
-        categories: [String], group: String, since: String, summary: String, complexity: String = "O(1)",
+        access: KeyAccessRule? = nil, categories: [String], group: String, since: String, summary: String, complexity: String = "O(1)",
         subcommands: [CommandSpec] = [],
         handler: @escaping @Sendable (inout CommandContext) -> Void
     ) {
@@ -89,6 +122,8 @@ package struct CommandSpec: Sendable {
         self.flags = flags
         (self.firstKey, self.lastKey, self.keyStep) = keys
         self.categories = categories
+        // Without a rule given: a write reads and writes its keys (SET, INCR), a read reads them.
+        self.keyAccess = access ?? .all(flags.contains(.write) ? [.read, .write] : flags.contains(.readonly) ? .read : [])
         self.group = group
         self.summary = summary
         self.since = since
@@ -101,6 +136,35 @@ package struct CommandSpec: Sendable {
     @inline(__always)
     package func acceptsArgumentCount(_ count: Int) -> Bool {
         arity >= 0 ? count == arity : count >= -arity
+    }
+
+    /// The positions of the keys in `arguments` and the access each needs: the table's positions (first key,
+    /// last key, step), and for MIGRATE those after its KEYS option when the key argument is empty. What
+    /// ACL key permissions check and client tracking remembers.
+    package func keyPositions(in arguments: Arguments) -> [(position: Int, access: KeyAccess)] {
+        guard firstKey > 0 && firstKey < arguments.count else { return [] }
+        var positions: [(Int, KeyAccess)] = []
+        if flags.contains(.movableKeys) && originalName == "migrate" && arguments[firstKey].isEmpty {
+            // MIGRATE host port "" db timeout [COPY] [REPLACE] [AUTH ...] KEYS key [key ...]
+            var j = 6
+            while j < arguments.count && !arguments.matches(j, "keys") { j += 1 }
+            for k in stride(from: j + 1, to: arguments.count, by: 1) { positions.append((k, keyAccess.first)) }
+            return positions
+        }
+        let last = lastKey < 0 ? arguments.count + lastKey : min(lastKey, arguments.count - 1)
+        var first = keyAccess.first
+        // Redis's variable flags: SET reads its key only with GET; BITFIELD writes it only with SET or INCRBY.
+        if originalName == "set" && (3..<arguments.count).contains(where: { arguments.matches($0, "get") }) {
+            first = [.read, .write]
+        } else if originalName == "bitfield"
+            && !(2..<arguments.count).contains(where: { arguments.matches($0, "set") || arguments.matches($0, "incrby") })
+        {
+            first = .read
+        }
+        for i in stride(from: firstKey, through: last, by: max(1, keyStep)) {
+            positions.append((i, i == firstKey ? first : keyAccess.rest))
+        }
+        return positions
     }
 
     /// The subcommands COMMAND reports (all but the ``CommandFlags/unlisted`` ones).
@@ -151,9 +215,20 @@ package struct CommandTable: Sendable {
     package let dispatch: [Dispatch]
     private let buckets: [Int32]  // open addressing over name hashes; -1 = empty
     private let bucketMask: Int
+    /// ACL's numbering of commands and subcommands, for the bit sets of users' permissions: command `i` is
+    /// `i`, and the subcommands of command `i` are `subcommandBase[i]` on.
+    package let subcommandBase: [Int]
+    /// How many ids ``subcommandBase`` and the commands use.
+    package let permissionIdCount: Int
 
     package init(_ commands: [CommandSpec]) {
         self.commands = commands
+        var next = commands.count
+        self.subcommandBase = commands.map { spec in
+            defer { next += spec.subcommands.count }
+            return next
+        }
+        self.permissionIdCount = next
         self.dispatch = commands.map {
             Dispatch(arity: $0.arity, flags: $0.subcommands.isEmpty ? $0.flags : $0.flags.union(.container), handler: $0.handler)
         }
@@ -201,6 +276,12 @@ package struct CommandTable: Sendable {
             guard let n = utf8.next(), n == c else { return false }
         }
         return utf8.next() == nil
+    }
+
+    /// The permission id of command `index`, or of its subcommand `sub`.
+    @inline(__always)
+    package func permissionId(_ index: Int, sub: Int?) -> Int {
+        sub.map { subcommandBase[index] + $0 } ?? index
     }
 
     /// The spec named `name` (lowercase), or nil.

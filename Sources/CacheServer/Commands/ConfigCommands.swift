@@ -25,7 +25,9 @@ package enum ConfigCommands {
                 let logger = c.server.logger
                 try c.server.updateConfiguration { config throws(ConfigurationDirectiveError) in
                     var updated = config
-                    try updated.configSet(changes)
+                    let protected = config.enableProtectedConfigs
+                    try updated.configSet(
+                        changes, allowProtected: protected == .yes || (protected == .local && c.session.isLocal))
                     if updated.maxClients > config.maxClients {
                         try raiseOpenFilesLimit(for: updated.maxClients, logger: logger)
                     }

@@ -57,7 +57,8 @@ package enum ConnectionCommands {
             server.monitors.remove(id: session.id)
             session.isMonitor = false
         }
-        session.authenticated = server.config.requirePass.isEmpty
+        session.user = server.users.defaultUser
+        session.authenticated = server.users.defaultAuthenticates
         session.name = nil
         // Redis 7.0 keeps NO-EVICT; NO-TOUCH, of Redis 7.2, goes as 7.2's RESET clears it.
         session.noTouch = false
@@ -69,24 +70,12 @@ package enum ConnectionCommands {
 
     // MARK: authentication
 
-    /// Checks a password against `requirepass` in constant time.
-    static func passwordMatches(_ given: UnsafeRawBufferPointer, _ expected: String) -> Bool {
-        let wanted = Array(expected.utf8)
-        var difference = UInt8(truncatingIfNeeded: given.count ^ wanted.count)
-        for i in 0..<max(given.count, wanted.count) {
-            let a = i < given.count ? given[i] : 0
-            let b = i < wanted.count ? wanted[i] : 0
-            difference |= a ^ b
-        }
-        return difference == 0
-    }
-
     /// Authenticates `session` as `user` with `password`; true on success. A failure is logged for ACL LOG.
     static func authenticate(_ c: inout CommandContext, user: UnsafeRawBufferPointer, password: UnsafeRawBufferPointer)
         -> Bool
     {
-        let required = c.server.config.requirePass
-        if user.elementsEqual("default".utf8) && (required.isEmpty || passwordMatches(password, required)) {
+        if let authenticated = c.server.users.authenticate(name: user, password: password) {
+            c.session.user = authenticated
             c.session.authenticated = true
             return true
         }
@@ -97,7 +86,7 @@ package enum ConnectionCommands {
     static func auth(_ c: inout CommandContext) {
         guard c.arguments.count <= 3 else { return c.error(ReplyError.syntax) }
         if c.arguments.count == 2 {
-            guard !c.server.config.requirePass.isEmpty else { return c.error(ReplyError.authNotConfigured) }
+            guard !c.server.users.defaultHasNoPassword else { return c.error(ReplyError.authNotConfigured) }
             let ok = "default".utf8.withContiguousStorageIfAvailable { user in
                 authenticate(&c, user: UnsafeRawBufferPointer(user), password: c.arguments[1])
             } ?? false
@@ -332,7 +321,7 @@ package enum ConnectionCommands {
         return "id=\(s.id) addr=\(s.remoteAddress) laddr=\(s.localAddress) fd=-1 name=\(s.name ?? "") age=\(age) "
             + "idle=\(idle) flags=\(flags) db=\(s.db) sub=\(subscriptions.channels) psub=\(subscriptions.patterns) ssub=0 "
             + "multi=\(queued) qbuf=0 qbuf-free=0 argv-mem=0 "
-            + "multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=\(cmd) user=default "
+            + "multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=\(cmd) user=\(s.currentUser.name) "
             + "redir=\(tracking?.redirect ?? -1) "
             + "resp=\(s.protocolVersion.rawValue)"
     }
@@ -387,9 +376,8 @@ package enum ConnectionCommands {
             } else if a.matches(j, "laddr") {
                 localAddress = a.string(j + 1)
             } else if a.matches(j, "user") {
-                // The only user is `default` (requirepass is its password), as in Redis without ACL users.
                 user = a.string(j + 1)
-                guard user == "default" else {
+                guard c.server.users.user(named: a.string(j + 1)) != nil else {
                     return c.reply.writeRESPError(bytes: ReplyError.quoting("ERR No such user '", a[j + 1], "'"))
                 }
             } else if a.matches(j, "type") {
@@ -421,6 +409,7 @@ package enum ConnectionCommands {
             if let localAddress, s.localAddress != localAddress { continue }
             if let type, Self.type(of: s) != (type == "slave" ? "replica" : type) { continue }
             if let maxAge, (c.now - s.createdAt) / 1000 < maxAge { continue }
+            if let user, s.currentUser.name != user { continue }
             if skipMe && s === c.session { continue }
             kill(s, by: c.session, server: c.server)
             killed += 1

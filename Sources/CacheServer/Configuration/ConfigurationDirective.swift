@@ -261,6 +261,10 @@ extension ConfigurationDirective {
         .boolean("latency-tracking", .runtime, \.latencyTracking),
         latencyPercentilesDirective,
         requirePassDirective,
+        .string("aclfile", .startupOnly, \.aclFile),
+        userDirective.fileOnly(),
+        .enumeration("acl-pubsub-default", .runtime, \.aclPubsubDefault),
+        protectedConfigsDirective,
         clientOutputBufferLimitDirective,
         renameCommandDirective.fileOnly(),
         .boolean("protected-mode", .runtime, \.protectedMode),
@@ -385,6 +389,21 @@ extension ConfigurationDirective {
         }
         configuration.renamedCommands.append(.init(name: arguments[0].lowercased(), newName: arguments[1].lowercased()))
     } format: { _ in "" }
+
+    /// `user <name> <rule> ...` (config file and flags only): a user, checked when the server starts.
+    static let userDirective = Self("user", .startupOnly, arity: .list) { (configuration, arguments, _) throws(InvalidValue) in
+        guard !arguments.isEmpty else { throw InvalidValue(reason: "wrong number of arguments") }
+        configuration.users.append(arguments)
+    } format: { _ in "" }
+
+    /// `enable-protected-configs no|yes|local`; Redis also takes `yes`/`no` spelled as booleans.
+    static let protectedConfigsDirective = Self("enable-protected-configs", .startupOnly) {
+        (configuration, arguments, _) throws(InvalidValue) in
+        guard let value = ServerConfiguration.ProtectedConfigs(rawValue: arguments[0].lowercased()) else {
+            throw InvalidValue(reason: "argument(s) must be one of the following: no, yes, local")
+        }
+        configuration.enableProtectedConfigs = value
+    } format: { $0.enableProtectedConfigs.rawValue }
 
     static let maxMemoryDirective = Self("maxmemory", .runtime) { (configuration, arguments, _) throws(InvalidValue) in
         guard let value = ConfigurationValues.memory(arguments[0]) else {

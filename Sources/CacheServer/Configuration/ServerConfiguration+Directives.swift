@@ -30,10 +30,15 @@ extension ServerConfiguration {
     /// Each directive must be changeable at run time and named once. Values of list
     /// directives (`bind`, `save`) are split at each space, as Redis does.
     ///
-    /// - Parameter changes: The name/value pairs, in the order given.
+    /// - Parameters:
+    ///   - changes: The name/value pairs, in the order given.
+    ///   - allowProtected: Whether the protected configs (`dir`, `dbfilename`) may change: as
+    ///     `enable-protected-configs` says for the client asking.
     /// - Throws: ``ConfigurationDirectiveError``; its ``ConfigurationDirectiveError/configSetReply``
     ///   is the error reply. The configuration is unchanged when this throws.
-    package mutating func configSet(_ changes: [(name: String, value: String)]) throws(ConfigurationDirectiveError) {
+    package mutating func configSet(
+        _ changes: [(name: String, value: String)], allowProtected: Bool = false
+    ) throws(ConfigurationDirectiveError) {
         var directives: [ConfigurationDirective] = []
         var seen: Set<String> = []
         for (name, _) in changes {
@@ -45,6 +50,8 @@ extension ServerConfiguration {
                 break
             case .startupOnly:
                 throw .notChangeableAtRuntime(directive: name, reason: "can't set immutable config")
+            case .protected where allowProtected:
+                break
             case .protected:
                 throw .notChangeableAtRuntime(directive: name, reason: "can't set protected config")
             }

@@ -169,6 +169,34 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Password clients must give with `AUTH`; empty means none (`requirepass`).
     public var requirePass: String = ""
 
+    /// The ACL file: users are read from it at startup and by ACL LOAD, and written by ACL SAVE (`aclfile`);
+    /// empty for none.
+    public var aclFile: String = ""
+
+    /// Users declared in the configuration (`user <name> <rule> ...`, one line each), applied in order.
+    public var users: [[String]] = []
+
+    /// The channels a new user may use: none (`resetchannels`, Redis 7.0's default) or all
+    /// (`allchannels`) (`acl-pubsub-default`).
+    public var aclPubsubDefault: AclPubsubDefault = .resetchannels
+
+    /// `acl-pubsub-default`'s values.
+    public enum AclPubsubDefault: String, Sendable, CaseIterable {
+        case allchannels
+        case resetchannels
+    }
+
+    /// Whether CONFIG SET may change the protected configs (`dir`, `dbfilename`): never, always, or from
+    /// loopback and Unix socket connections only (`enable-protected-configs`).
+    public var enableProtectedConfigs: ProtectedConfigs = .no
+
+    /// `enable-protected-configs`' values.
+    public enum ProtectedConfigs: String, Sendable, CaseIterable {
+        case no
+        case yes
+        case local
+    }
+
     /// Whether a server with no password accepts only loopback and Unix socket
     /// clients (`protected-mode`).
     public var protectedMode: Bool = true

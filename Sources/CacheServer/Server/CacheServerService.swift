@@ -45,6 +45,7 @@ public final class CacheServerService: Service, Sendable {
     public func run() async throws {
         let config = state.config
         let logger = state.logger
+        try state.loadUsers()
         try await loadSnapshot(config)
         let threads = config.ioThreads > 0 ? config.ioThreads : System.coreCount
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
@@ -436,6 +437,11 @@ public struct SnapshotSaveFailure: Error, CustomStringConvertible {
     let underlying: SnapshotError
 
     public var description: String { "Error trying to save the snapshot before exiting: \(underlying)" }
+}
+
+/// The users of the configuration or the ACL file could not be read at start, in Redis's words.
+public struct AclSetupError: Error, CustomStringConvertible {
+    public let description: String
 }
 
 /// The TLS settings could not be loaded at start (the log says why), as Redis says it.

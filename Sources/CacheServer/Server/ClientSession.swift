@@ -87,6 +87,16 @@ package final class ClientSession: @unchecked Sendable {
     private let bytesIn = Atomic<Int>(0)
     private let bytesOut = Atomic<Int>(0)
     private let sharedLock = Mutex<String?>(nil)
+    /// The ACL user the connection runs as: `default` until AUTH or HELLO names another. Changed on the
+    /// connection's event loop only.
+    @exclusivity(unchecked) package var user: AclUser {
+        didSet { userForOthers.withLock { $0 = user } }
+    }
+    private let userForOthers: Mutex<AclUser>
+
+    /// ``user``, read from another connection (CLIENT LIST, CLIENT KILL USER, ACL DELUSER).
+    package var currentUser: AclUser { userForOthers.withLock { $0 } }
+
     /// The connection, when there is one (tests drive sessions without a network).
     private let channel: (any Channel)?
 
@@ -97,9 +107,12 @@ package final class ClientSession: @unchecked Sendable {
         isLocal: Bool,
         now: Int64,
         authenticated: Bool,
+        user: AclUser,
         channel: (any Channel)?,
         unixSocketPath: String? = nil
     ) {
+        self.user = user
+        self.userForOthers = Mutex(user)
         self.id = id
         self.remoteAddress = remoteAddress
         self.localAddress = localAddress

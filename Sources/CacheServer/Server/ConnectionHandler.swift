@@ -88,7 +88,8 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             localAddress: local,
             isLocal: isLocal,
             now: server.clock.nowMilliseconds(),
-            authenticated: config.requirePass.isEmpty,
+            authenticated: server.users.defaultAuthenticates,
+            user: server.users.defaultUser,
             channel: channel,
             unixSocketPath: unixSocketPath
         )
@@ -103,7 +104,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         self.context = context
         output = context.channel.allocator.buffer(capacity: 4096)
         server.stats.connectionsReceived.wrappingAdd(1, ordering: .relaxed)
-        if config.protectedMode && config.requirePass.isEmpty && !isLocal {
+        if config.protectedMode && server.users.defaultHasNoPassword && !isLocal {
             server.logger.notice("Refused a connection in protected mode", metadata: ["client": "\(remote)"])
             var reply = context.channel.allocator.buffer(capacity: 1024)
             reply.writeRESPError(Self.protectedModeMessage)

@@ -31,7 +31,9 @@ package final class ServerState: Sendable {
     /// CLIENT PAUSE, and the clients it holds or WAIT blocks.
     package let blocked = BlockedClients()
     /// ACL LOG: failed authentications.
-    package let authFailures = AuthFailureLog()
+    package let aclLog = AclLog()
+    /// ACL: the users, `default` first among them.
+    package let users: AclUsers
     /// Closes connections that send HTTP requests.
     package let crossProtocol = CrossProtocolGuard()
     /// MIGRATE's connections to its targets, kept for reuse.
@@ -90,6 +92,8 @@ package final class ServerState: Sendable {
         self.clock = clock
         self.commands = CommandTable(CommandRegistry.all.renamed(configuration.renamedCommands))
         self.commandStatistics = CommandStatisticsRegistry(commands: commands)
+        self.users = AclUsers(table: commands)
+        if !configuration.requirePass.isEmpty { users.setDefaultPassword(configuration.requirePass) }
         self.logger = logger
         self.startTime = clock.nowMilliseconds()
         self.snapshots = SnapshotCoordinator(keyspace: keyspace, clock: clock, logger: logger)
@@ -101,7 +105,7 @@ package final class ServerState: Sendable {
         stopWritesArmed.store(Self.stopsWrites(configuration), ordering: .relaxed)
         Self.applyMemorySettings(configuration, to: keyspace.budget)
         slowLog.configure(thresholdMicroseconds: configuration.slowlogLogSlowerThan, maxLength: configuration.slowlogMaxLen)
-        authFailures.maxEntries = configuration.acllogMaxLen
+        aclLog.maxEntries = configuration.acllogMaxLen
         latency.configure(thresholdMilliseconds: configuration.latencyMonitorThreshold)
     }
 
@@ -116,24 +120,57 @@ package final class ServerState: Sendable {
         budget.samples.store(config.maxMemorySamples, ordering: .relaxed)
     }
 
+    /// Reads the users of the configuration's `user` lines, or of its ACL file, at startup.
+    package func loadUsers() throws(AclSetupError) {
+        let config = self.config
+        let allChannels = config.aclPubsubDefault == .allchannels
+        if !config.aclFile.isEmpty && !config.users.isEmpty {
+            throw AclSetupError(
+                description: "Configuring Redis with users defined in redis.conf and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your redis.conf, but not both.")
+        }
+        do throws(AclUsers.LoadError) {
+            if !config.users.isEmpty {
+                users.install(try users.parse(userLines: config.users, pubsubDefaultAll: allChannels))
+            }
+        } catch {
+            throw AclSetupError(description: "\(error.description). Critical error while loading ACLs. Exiting.")
+        }
+        if !config.aclFile.isEmpty {
+            guard let data = FileManager.default.contents(atPath: config.aclFile) else {
+                throw AclSetupError(
+                    description: "Aborting Redis startup because of ACL errors: Error loading ACLs, opening file '\(config.aclFile)': \(String(cString: strerror(errno)))")
+            }
+            do throws(AclUsers.LoadError) {
+                let parsed = try users.parse(
+                    file: String(decoding: data, as: UTF8.self), path: config.aclFile, pubsubDefaultAll: allChannels)
+                _ = users.replaceAll(with: parsed)
+            } catch {
+                throw AclSetupError(description: "Aborting Redis startup because of ACL errors: \(error.description)")
+            }
+        }
+    }
+
     /// A copy of the current configuration.
     package var config: ServerConfiguration { configuration.withLock { $0 } }
 
     /// Changes the configuration at run time (CONFIG SET).
     package func updateConfiguration<E: Error>(_ body: (inout ServerConfiguration) throws(E) -> Void) throws(E) {
         let result: Result<Void, E> = configuration.withLock { config in
+            let password = config.requirePass
             do throws(E) {
                 try body(&config)
             } catch {
                 return .failure(error)
             }
+            // As Redis: a new requirepass replaces the default user's passwords.
+            if config.requirePass != password { users.setDefaultPassword(config.requirePass) }
             limitsCache.withLock { $0 = Self.limits(for: config) }
             limitsVersion.add(1, ordering: .releasing)
             busyPollWindow.store(Int64(config.busyPoll) * 1000, ordering: .relaxed)
             latencyTrackingOn.store(config.latencyTracking, ordering: .relaxed)
             stopWritesArmed.store(Self.stopsWrites(config), ordering: .relaxed)
             slowLog.configure(thresholdMicroseconds: config.slowlogLogSlowerThan, maxLength: config.slowlogMaxLen)
-            authFailures.maxEntries = config.acllogMaxLen
+            aclLog.maxEntries = config.acllogMaxLen
             latency.configure(thresholdMilliseconds: config.latencyMonitorThreshold)
             Self.applyMemorySettings(config, to: keyspace.budget)
             return .success(())

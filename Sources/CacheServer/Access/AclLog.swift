@@ -1,15 +1,19 @@
 import Synchronization
 
-/// ACL LOG: the failed authentications (AUTH, HELLO ... AUTH), as Redis logs them. A failure like one of the
-/// ten most recent entries (the same command name as sent, username and context) within a minute of it counts
-/// in that entry, which becomes the newest, instead of adding one. The newest entries are kept: when one is added, the oldest beyond
+/// ACL LOG: failed authentications (AUTH, HELLO ... AUTH) and commands refused for a command, key or channel
+/// permission, as Redis logs them. A refusal like one of the ten most recent entries (the same reason,
+/// object, username and context) within a minute of it counts in that entry, which becomes the newest,
+/// instead of adding one. The newest entries are kept: when one is added, the oldest beyond
 /// ``maxEntries`` (`acllog-max-len`) go.
-package final class AuthFailureLog: Sendable {
+package final class AclLog: Sendable {
     package struct Entry: Sendable {
         package var count: Int
+        /// `auth`, `command`, `key` or `channel`.
+        package let reason: String
         /// `toplevel`, or `multi` inside a transaction.
         package let context: String
-        /// The command's name as the client sent it.
+        /// For `auth`, the command's name as the client sent it; else the command's full name, or the key or
+        /// channel refused.
         package let object: String
         package let username: String
         /// When the entry was last counted, in the server clock's milliseconds.
@@ -32,10 +36,10 @@ package final class AuthFailureLog: Sendable {
 
     package init() {}
 
-    package func record(context: String, object: String, username: String, clientInfo: String, now: Int64) {
+    package func record(reason: String, context: String, object: String, username: String, clientInfo: String, now: Int64) {
         entries.withLock { entries in
             if let i = entries.prefix(10).firstIndex(where: {
-                $0.context == context && $0.object == object && $0.username == username
+                $0.reason == reason && $0.context == context && $0.object == object && $0.username == username
                     && now - $0.time <= Self.groupingWindow
             }) {
                 // Counted, and moved to the front: it is the newest now.
@@ -47,7 +51,7 @@ package final class AuthFailureLog: Sendable {
                 return
             }
             entries.insert(
-                Entry(count: 1, context: context, object: object, username: username, time: now, clientInfo: clientInfo),
+                Entry(count: 1, reason: reason, context: context, object: object, username: username, time: now, clientInfo: clientInfo),
                 at: 0)
             let maxEntries = self.maxEntries
             if entries.count > maxEntries { entries.removeLast(entries.count - maxEntries) }

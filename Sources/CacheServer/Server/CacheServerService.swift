@@ -257,14 +257,12 @@ public final class CacheServerService: Service, Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if unixSocketPath == nil { try Self.setKeepAlive(on: channel, seconds: state.config.tcpKeepalive) }
-                    if let connection {
-                        try channel.pipeline.syncOperations.addHandler(
-                            TLSServerHandler(connection: connection, server: state, descriptor: descriptor))
-                    }
+                    let tls = connection.map { TLSServerHandler(connection: $0, server: state, descriptor: descriptor) }
+                    if let tls { try channel.pipeline.syncOperations.addHandler(tls) }
                     try channel.pipeline.syncOperations.addHandler(
                         ConnectionHandler(
                             server: state, unixSocketPath: unixSocketPath, descriptor: descriptor,
-                            busyPoll: polls.poll(for: channel.eventLoop), sendsDirectly: connection == nil))
+                            busyPoll: polls.poll(for: channel.eventLoop), tls: tls))
                 }
             }
             .withConnectedSocket(descriptor)

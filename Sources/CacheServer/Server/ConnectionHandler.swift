@@ -51,6 +51,9 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// Replies handed to the channel that it has not finished writing. While there are any, later replies go
     /// through the channel too, behind them.
     @exclusivity(unchecked) private var channelWrites = 0
+    /// On a TLS connection, the handler below this one: replies are handed to it directly, not through the
+    /// pipeline (one encryption and usually one `send`, without the pipeline's write and flush).
+    private let tls: TLSServerHandler?
 
     /// The poller of the connection's event loop, which watches the socket and is told of every read (see
     /// ``BusyPoll``); connections the server accepted itself only, as it needs the descriptor.
@@ -59,16 +62,20 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// A handler for a connection: `unixSocketPath` names the Unix socket it came through (nil for TCP);
     /// `descriptor` is its socket, when the server accepted it itself (without one, as in tests on an embedded
     /// channel, every reply goes through the channel); `busyPoll` is the poller of the event loop the connection
-    /// lives on (used with `descriptor` only). With `sendsDirectly` false (a TLS connection), replies always go
-    /// through the channel.
-    package init(
-        server: ServerState, unixSocketPath: String? = nil, descriptor: CInt? = nil, busyPoll: BusyPoll? = nil,
-        sendsDirectly: Bool = true
+    /// lives on (used with `descriptor` only). On a TLS connection, `tls` is the handler below this one, which
+    /// encrypts the replies and sends them.
+    package convenience init(
+        server: ServerState, unixSocketPath: String? = nil, descriptor: CInt? = nil, busyPoll: BusyPoll? = nil
     ) {
+        self.init(server: server, unixSocketPath: unixSocketPath, descriptor: descriptor, busyPoll: busyPoll, tls: nil)
+    }
+
+    init(server: ServerState, unixSocketPath: String?, descriptor: CInt?, busyPoll: BusyPoll?, tls: TLSServerHandler?) {
         self.server = server
         self.unixSocketPath = unixSocketPath
         self.descriptor = descriptor ?? -1
-        self.sendDescriptor = sendsDirectly ? descriptor ?? -1 : -1
+        self.sendDescriptor = tls == nil ? descriptor ?? -1 : -1
+        self.tls = tls
         self.busyPoll = descriptor == nil ? nil : busyPoll
         self.output = ByteBuffer()
         self.limitsGeneration = server.limitsGeneration
@@ -469,6 +476,11 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         guard withinOutputLimits(context: context) else { return }
         session?.noteTraffic(output: output.readableBytes)
         if sendDescriptor >= 0 && channelWrites == 0 && !closing && DirectSend.send(&output, to: sendDescriptor) {
+            output.clear()
+            return
+        }
+        if let tls {
+            tls.sendReplies(output)
             output.clear()
             return
         }

@@ -19,20 +19,20 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let logger: Logger
     /// The connection's socket, which encrypted replies are sent to directly while the channel has nothing
     /// queued (as ``ConnectionHandler`` does for plain connections); -1 to always go through the channel.
-    private var descriptor: CInt
+    @exclusivity(unchecked) private var descriptor: CInt
     /// Encrypted bytes handed to the channel that it has not written yet: while there are any, the next go
     /// behind them.
-    private var channelWrites = 0
-    private var established = false
+    @exclusivity(unchecked) private var channelWrites = 0
+    @exclusivity(unchecked) private var established = false
     /// The connection handler has been told the connection is open (and so must be told when it closes).
-    private var announced = false
-    private var active = false
-    private var closing = false
+    @exclusivity(unchecked) private var announced = false
+    @exclusivity(unchecked) private var active = false
+    @exclusivity(unchecked) private var closing = false
     /// The client sent close_notify: once the replies to what came before it are out, the session ends.
-    private var peerClosed = false
+    @exclusivity(unchecked) private var peerClosed = false
     private let handshakes: PendingHandshakes
     /// Counted in ``handshakes`` until the handshake ends.
-    private var counted = false
+    @exclusivity(unchecked) private var counted = false
     private var handshakeTimer: Scheduled<Void>?
     /// How long a client has to complete the handshake.
     static let handshakeTimeout: TimeAmount = .seconds(10)
@@ -118,7 +118,7 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Where plaintext is decrypted: one buffer for the connection, reused once the connection handler has let
     /// go of what it was given (it keeps only an incomplete command's bytes).
-    private var inbound = ByteBuffer()
+    @exclusivity(unchecked) private var inbound = ByteBuffer()
 
     /// Passes on everything that can be decrypted now.
     private func readPlaintext(context: ChannelHandlerContext) {
@@ -153,15 +153,34 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    private var lastReadOutcome: TLSConnection.Outcome = .needsInput
+    @exclusivity(unchecked) private var lastReadOutcome: TLSConnection.Outcome = .needsInput
 
     func channelReadComplete(context: ChannelHandlerContext) {
         if announced { context.fireChannelReadComplete() }
         if peerClosed && !closing { context.close(promise: nil) }
     }
 
+    /// The handler's place in the pipeline, while it is in one: what ``sendReplies(_:)`` writes through when
+    /// the socket does not take everything.
+    @exclusivity(unchecked) private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    /// Encrypts replies of the ``ConnectionHandler`` above and sends them (straight to the socket when it can),
+    /// as a write and a flush down the pipeline would, without going through the pipeline (the connection
+    /// handler is the only handler above this one). On the event loop.
+    func sendReplies(_ plaintext: ByteBuffer) {
+        guard let context else { return }
+        encrypt(plaintext, context: context, promise: nil, flush: true)
+    }
+
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let plaintext = unwrapOutboundIn(data)
+        encrypt(unwrapOutboundIn(data), context: context, promise: promise, flush: false)
+    }
+
+    private func encrypt(_ plaintext: ByteBuffer, context: ChannelHandlerContext, promise: EventLoopPromise<Void>?, flush: Bool) {
         guard established, !closing else {
             promise?.fail(ChannelError.ioOnClosedChannel)
             return
@@ -176,7 +195,7 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             return
         }
-        emit(context: context, promise: promise, flush: false)
+        emit(context: context, promise: promise, flush: flush)
     }
 
     /// Sends the encrypted bytes waiting: straight to the socket when the channel has nothing queued, else (and
@@ -219,7 +238,7 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Where encrypted bytes go out: one buffer for the connection, reused once the channel has written it (a new
     /// one while the channel still holds it).
-    private var outbound = ByteBuffer()
+    @exclusivity(unchecked) private var outbound = ByteBuffer()
 
     /// The encrypted bytes waiting to be sent, in one buffer.
     private func takeOutput(context: ChannelHandlerContext) -> ByteBuffer {

@@ -17,6 +17,8 @@ final class ClusterRouter: Sendable {
     let configuration: RESPClusterStore.Configuration
     /// The near cache's channels, one per master, when ``RESPClusterStore/Configuration/nearCache`` is set.
     let nearCache: ClusterNearCache?
+    /// The TLS context every node's connections share, when ``RESPClusterStore/Configuration/tls`` is set.
+    private let tlsContext: StoreTLSContext?
     private let logger: Logger
     private let state: Mutex<State>
 
@@ -101,6 +103,7 @@ final class ClusterRouter: Sendable {
     init(configuration: RESPClusterStore.Configuration, logger: Logger, nearCache: ClusterNearCache? = nil) {
         self.configuration = configuration
         self.nearCache = nearCache
+        self.tlsContext = StoreTLSContext.make(configuration.tls, logger: logger)
         self.logger = logger
         self.state = Mutex(State())
     }
@@ -288,8 +291,8 @@ final class ClusterRouter: Sendable {
         // With a near cache, the node's channel is created (and, being new, stops the filling) before any of
         // its connections exists: no read from the node is kept before its subscriber is up.
         let pool = RESPConnectionPool(
-            configuration: nodeConfiguration, logger: logger,
-            hook: nearCache?.channel(for: node, configuration: nodeConfiguration))
+            configuration: nodeConfiguration, tlsContext: tlsContext, logger: logger,
+            hook: nearCache?.channel(for: node, configuration: nodeConfiguration, tlsContext: tlsContext))
         s.pools[node] = pool
         return pool
     }
@@ -400,7 +403,8 @@ final class ClusterRouter: Sendable {
         state.withLock { s in
             if s.closed { return nil }
             if let pool = s.probes[node] { return pool }
-            let pool = RESPConnectionPool(configuration: configuration.nodeConfiguration(node, poolSize: 1), logger: logger)
+            let pool = RESPConnectionPool(
+                configuration: configuration.nodeConfiguration(node, poolSize: 1), tlsContext: tlsContext, logger: logger)
             s.probes[node] = pool
             return pool
         }

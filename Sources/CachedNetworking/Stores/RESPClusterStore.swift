@@ -57,7 +57,11 @@ import NIOCore
 /// and with ``CacheStoreError/Kind/closed`` after ``shutdown()``. Wrap it in ``FailOpenStore`` to stop calling a
 /// cluster that keeps failing.
 ///
-/// TLS (`rediss+cluster://`) is not supported.
+/// ## TLS
+///
+/// `rediss+cluster://` (or ``Configuration/tls``) connects to every node over TLS (a cluster with
+/// `tls-cluster yes`, which announces its TLS ports), each node's certificate checked as ``RESPStore/TLS`` says;
+/// see ``RESPStore`` for how TLS works under hiredis.
 public final class RESPClusterStore: CacheStore {
     /// The configuration the store was created with.
     public let configuration: Configuration
@@ -100,7 +104,7 @@ public final class RESPClusterStore: CacheStore {
     ///   - commandTimeout: the longest one attempt of a call may wait on the socket. Default 1 second.
     ///   - retryTimeout: how long a call keeps retrying through resharding and failover. Default 2 seconds.
     ///   - logger: where connection and topology events go. Default: nowhere.
-    /// - Throws: ``RESPStore/ConfigurationError`` when the URL is malformed or asks for TLS.
+    /// - Throws: ``RESPStore/ConfigurationError`` when the URL is malformed.
     public convenience init(
         url: String,
         poolSize: Int = 4,

@@ -50,7 +50,17 @@ import NIOCore
 /// connection subscribed to `__redis__:invalidate`). See ``NearCache`` for how it stays coherent and what it
 /// costs, and ``nearCacheStatistics`` for its counters.
 ///
-/// TLS (`rediss://`) is not supported.
+/// ## TLS
+///
+/// With a `rediss://` URL or ``Configuration/tls`` set, every connection (the pool's, and the near cache's
+/// invalidation connection) runs TLS, the server's certificate checked as ``TLS`` says: by default against the
+/// system's CAs and for the host connected to. hiredis still connects the socket and parses the replies; OpenSSL
+/// (through the system's `libssl`) encrypts and decrypts between them, on the same threads, with the same
+/// timeouts (``Configuration/connectTimeout`` bounds the handshake too) and the same shortcuts (the caller's own
+/// write and reply polling). A handshake that fails is ``CacheStoreError/Kind/unreachable`` with OpenSSL's reason
+/// (`TLS handshake with cache.internal:6380 failed: certificate verify failed: hostname mismatch`), and backs off
+/// as a refused connection does.
+
 public final class RESPStore: CacheStore {
     /// The configuration the store was created with.
     public let configuration: Configuration
@@ -72,30 +82,33 @@ public final class RESPStore: CacheStore {
         metricsFactory: (any MetricsFactory)? = nil, metricsDimensions: [(String, String)] = []
     ) {
         self.configuration = configuration
+        // Made once, so that the store's connections (and its near cache's subscriber) read the files once.
+        let tlsContext = StoreTLSContext.make(configuration.tls, logger: logger)
         if let settings = configuration.nearCache {
             let core = NearCacheCore(
                 settings: settings, logger: logger, metricsFactory: metricsFactory ?? MetricsSystem.factory,
                 metricsDimensions: metricsDimensions)
-            let channel = TrackingChannel(configuration: configuration, core: core)
+            let channel = TrackingChannel(configuration: configuration, tlsContext: tlsContext, core: core)
             self.nearCache = core
             self.trackingChannel = channel
-            self.pool = RESPConnectionPool(configuration: configuration, logger: logger, hook: channel)
+            self.pool = RESPConnectionPool(configuration: configuration, tlsContext: tlsContext, logger: logger, hook: channel)
             channel.start()
         } else {
             self.nearCache = nil
             self.trackingChannel = nil
-            self.pool = RESPConnectionPool(configuration: configuration, logger: logger)
+            self.pool = RESPConnectionPool(configuration: configuration, tlsContext: tlsContext, logger: logger)
         }
     }
 
-    /// Creates a store from a `redis://` URL (see ``Configuration/init(url:)``).
+    /// Creates a store from a `redis://` or `rediss://` URL (see ``Configuration/init(url:)``).
     /// - Parameters:
-    ///   - url: `redis://[[user]:password@]host[:port][/db]`.
+    ///   - url: `redis://[[user]:password@]host[:port][/db]`, or `rediss://…` for TLS with the defaults of
+    ///     ``TLS``.
     ///   - poolSize: connections (and threads) to keep. Default 4.
     ///   - connectTimeout: the longest a connection attempt may take. Default 1 second.
     ///   - commandTimeout: the longest a call may wait on the socket. Default 1 second.
     ///   - logger: where connection events go. Default: nowhere.
-    /// - Throws: ``ConfigurationError`` when the URL is malformed or asks for TLS.
+    /// - Throws: ``ConfigurationError`` when the URL is malformed.
     public convenience init(
         url: String,
         poolSize: Int = 4,

@@ -78,10 +78,7 @@ struct StoreRESPTests {
         -> RESPStore.Configuration
     {
         var configuration = RESPStore.Configuration(host: "127.0.0.1", port: port)
-        configuration.connectTimeout = .milliseconds(500)
-        configuration.commandTimeout = .milliseconds(200)
-        configuration.minReconnectDelay = .milliseconds(20)
-        configuration.maxReconnectDelay = .milliseconds(200)
+            .forTests(connectTimeout: .milliseconds(500), commandTimeout: .milliseconds(200))
         adjust(&configuration)
         return configuration
     }

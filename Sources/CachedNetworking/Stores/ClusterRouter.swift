@@ -19,6 +19,8 @@ final class ClusterRouter: Sendable {
     let nearCache: ClusterNearCache?
     /// The TLS context every node's connections share, when ``RESPClusterStore/Configuration/tls`` is set.
     private let tlsContext: StoreTLSContext?
+    /// Logs the server's ACL refusals once per command.
+    private let errorReplies: ErrorReplyLog
     private let logger: Logger
     private let state: Mutex<State>
 
@@ -104,6 +106,7 @@ final class ClusterRouter: Sendable {
         self.configuration = configuration
         self.nearCache = nearCache
         self.tlsContext = StoreTLSContext.make(configuration.tls, logger: logger)
+        self.errorReplies = ErrorReplyLog(logger: logger, username: configuration.username)
         self.logger = logger
         self.state = Mutex(State())
     }
@@ -174,6 +177,7 @@ final class ClusterRouter: Sendable {
                     if transient == .clusterDown { _ = await refreshSlots() }
                     failure = CacheStoreError(transient == .clusterDown ? .unreachable : .timeout, "\(node) answered \(text)")
                 case .success((let replies, nil)):
+                    errorReplies.note(replies, answering: commands)
                     if retries > 0 { state.withLock { _ = $0.suspects.remove(node) } }
                     return (replies, outcomeUnknown)
                 case .failure(let error):
@@ -265,7 +269,9 @@ final class ClusterRouter: Sendable {
         var replies: [(Node, RESPReply)] = []
         for (node, pool) in masters {
             switch await pool.submit(command.bytes) {
-            case .success(.error(let text)): throw CacheStoreError(.server, "\(node): \(text)")
+            case .success(.error(let text)):
+                errorReplies.note([.error(text)], answering: [command])
+                throw CacheStoreError(.server, "\(node): \(text)")
             case .success(let reply): replies.append((node, reply))
             case .failure(let error): throw CacheStoreError(error.kind, "\(node): \(error.message)")
             }

@@ -55,6 +55,17 @@ struct RESPCommand {
         bytes.append(contentsOf: [13, 10])
     }
 
+    /// The command's name (its first argument), upper-cased, read back from the bytes: for logs.
+    var name: String {
+        // *<count>\r\n$<length>\r\n<name>\r\n
+        guard let dollar = bytes.firstIndex(of: UInt8(ascii: "$")),
+            let lineEnd = bytes[dollar...].firstIndex(of: UInt8(ascii: "\n")), lineEnd > dollar + 1,
+            let length = Int(String(decoding: bytes[(dollar + 1)..<(lineEnd - 1)], as: UTF8.self)), length >= 0,
+            lineEnd + 1 + length <= bytes.count
+        else { return "?" }
+        return String(decoding: bytes[(lineEnd + 1)..<(lineEnd + 1 + length)], as: UTF8.self).uppercased()
+    }
+
     private mutating func appendLength(_ marker: UInt8, _ length: Int) {
         bytes.append(marker)
         bytes.append(contentsOf: String(length).utf8)

@@ -60,7 +60,12 @@ import NIOCore
 /// write and reply polling). A handshake that fails is ``CacheStoreError/Kind/unreachable`` with OpenSSL's reason
 /// (`TLS handshake with cache.internal:6380 failed: certificate verify failed: hostname mismatch`), and backs off
 /// as a refused connection does.
-
+///
+/// ## Users
+///
+/// `redis://user:password@host` authenticates as an ACL user (`AUTH user password`). A command the user's ACL
+/// refuses fails with ``CacheStoreError/Kind/server`` (`NOPERM …`), like any error reply (a cache fails open: the
+/// request goes to the origin), and is logged at warning level once per command name, not once per call.
 public final class RESPStore: CacheStore {
     /// The configuration the store was created with.
     public let configuration: Configuration
@@ -69,12 +74,15 @@ public final class RESPStore: CacheStore {
     /// The near cache and its invalidation channel, when ``Configuration/nearCache`` is set.
     let nearCache: NearCacheCore?
     private let trackingChannel: TrackingChannel?
+    /// Turns error replies into errors, and warns once per command the server's ACL refuses.
+    let errorReplies: ErrorReplyLog
 
     /// Creates a store for `configuration`. Connections are opened on first use; with a near cache, the
     /// invalidation connection at once.
     /// - Parameters:
     ///   - configuration: the server and the pool's settings.
-    ///   - logger: where connection events go (connects at debug, failed attempts at warning). Default: nowhere.
+    ///   - logger: where connection events go (connects at debug; failed attempts, and commands the server's ACL
+    ///     refuses, once per command, at warning). Default: nowhere.
     ///   - metricsFactory: where the near cache's metrics go; nil for the factory bootstrapped in `MetricsSystem`.
     ///   - metricsDimensions: dimensions added to the near cache's metrics.
     public init(
@@ -82,6 +90,7 @@ public final class RESPStore: CacheStore {
         metricsFactory: (any MetricsFactory)? = nil, metricsDimensions: [(String, String)] = []
     ) {
         self.configuration = configuration
+        self.errorReplies = ErrorReplyLog(logger: logger, username: configuration.username)
         // Made once, so that the store's connections (and its near cache's subscriber) read the files once.
         let tlsContext = StoreTLSContext.make(configuration.tls, logger: logger)
         if let settings = configuration.nearCache {
@@ -217,7 +226,7 @@ public final class RESPStore: CacheStore {
     /// Sends `command` on a pooled connection; an error reply becomes ``CacheStoreError/Kind/server``.
     func execute(_ command: RESPCommand) async throws(CacheStoreError) -> RESPReply {
         let reply = try await pool.submit(command.bytes).get()
-        if case .error(let text) = reply { throw CacheStoreError(.server, text) }
+        if case .error(let text) = reply { throw errorReplies.error(text, answering: command) }
         return reply
     }
 }

@@ -238,11 +238,11 @@ final class HiredisConnection {
     }
 
     /// Queues `bytes[offset...]` (whole commands, or the rest of one whose start was written) for the next write:
-    /// in hiredis's output buffer, or encrypted into the TLS output.
+    /// in hiredis's output buffer, or the TLS channel's.
     private func append(_ bytes: [UInt8], from offset: Int) -> CacheStoreError? {
         bytes.withUnsafeBytes { all in
             let unsent = UnsafeRawBufferPointer(rebasing: all[offset...])
-            if let tls { return tls.encrypt(unsent) }
+            if let tls { return tls.append(unsent) }
             let status = redisAppendFormattedCommand(context, unsent.baseAddress?.assumingMemoryBound(to: CChar.self), unsent.count)
             return status == REDIS_OK ? nil : CacheStoreError(.unreachable, "cannot queue a command: \(errorText)")
         }

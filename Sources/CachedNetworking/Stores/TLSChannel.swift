@@ -84,14 +84,17 @@ final class StoreTLSContext: Sendable {
 ///
 /// The socket stays blocking, with the socket timeouts hiredis set (``RESPStore/Configuration/commandTimeout``):
 /// a blocking read or write that times out fails with ``CacheStoreError/Kind/timeout``, as on a plain connection.
-/// The handshake runs without blocking instead, against one deadline. The first failure sticks: every later
-/// operation reports it. Used by one thread at a time.
+/// The handshake runs without blocking instead, against one deadline. Commands queue as plaintext (as in hiredis's
+/// output buffer) and are encrypted together when flushed, so that a pipeline takes as few records as its size
+/// allows. The first failure sticks: every later operation reports it. Used by one thread at a time.
 final class TLSChannel {
     private let tls: TLSConnection
     private let socket: Int32
     /// `host:port`, for errors.
     private let endpoint: String
     private let commandTimeout: Duration
+    /// Plaintext queued by ``append(_:)``, encrypted by the next flush.
+    private var queued: [UInt8] = []
     /// Encrypted bytes taken from the TLS connection that the socket has not taken yet: `[unsentStart, unsentEnd)`.
     private let unsent: UnsafeMutableRawBufferPointer
     private var unsentStart = 0
@@ -171,12 +174,10 @@ final class TLSChannel {
 
     // MARK: writing
 
-    /// Encrypts `bytes` into the TLS output, to be sent by the next ``flush(blocking:)``.
-    func encrypt(_ bytes: UnsafeRawBufferPointer) -> CacheStoreError? {
+    /// Queues `bytes` (commands) to be encrypted and sent by the next ``flush(blocking:)``.
+    func append(_ bytes: UnsafeRawBufferPointer) -> CacheStoreError? {
         if let failure { return failure }
-        if case .failed(let reason) = tls.write(bytes) {
-            return fail(CacheStoreError(.unreachable, "TLS connection to \(endpoint) failed: \(Self.readable(reason))"))
-        }
+        queued.append(contentsOf: bytes)
         return nil
     }
 
@@ -185,11 +186,20 @@ final class TLSChannel {
     /// - Returns: the bytes of `bytes` consumed: all of them, or 0 when the command is too large or the channel
     ///   failed (the connection's thread then meets the failure itself).
     func writeWithoutBlocking(_ bytes: [UInt8]) -> Int {
-        guard bytes.count <= Self.eagerWriteLimit,
-            bytes.withUnsafeBytes({ encrypt($0) }) == nil
-        else { return 0 }
-        _ = flush(blocking: false)
+        guard bytes.count <= Self.eagerWriteLimit, failure == nil else { return 0 }
+        queued.append(contentsOf: bytes)
+        if case .failed = flush(blocking: false) { return 0 }
         return bytes.count
+    }
+
+    /// Encrypts the queued plaintext into the TLS output.
+    private func encryptQueued() -> CacheStoreError? {
+        guard !queued.isEmpty else { return nil }
+        let outcome = queued.withUnsafeBytes { tls.write($0) }
+        // A large command's buffer is not kept.
+        queued.removeAll(keepingCapacity: queued.count <= Self.bufferSize)
+        guard case .failed(let reason) = outcome else { return nil }
+        return fail(CacheStoreError(.unreachable, "TLS connection to \(endpoint) failed: \(Self.readable(reason))"))
     }
 
     enum FlushOutcome {
@@ -199,10 +209,11 @@ final class TLSChannel {
         case failed(CacheStoreError)
     }
 
-    /// Sends the encrypted bytes waiting: blocking (within the socket's send timeout), or as many as the socket
-    /// takes at once.
+    /// Encrypts what is queued and sends the encrypted bytes waiting: blocking (within the socket's send timeout),
+    /// or as many as the socket takes at once.
     func flush(blocking: Bool) -> FlushOutcome {
         if let failure { return .failed(failure) }
+        if let error = encryptQueued() { return .failed(error) }
         while true {
             if unsentStart == unsentEnd {
                 guard tls.pendingOutput > 0 else { return .done }
@@ -222,7 +233,7 @@ final class TLSChannel {
                 guard blocking else { return .wouldBlock }
                 return .failed(fail(CacheStoreError(.timeout, "cannot send to \(endpoint) within \(commandTimeout)")))
             }
-            return .failed(fail(CacheStoreError(.unreachable, "cannot send to \(endpoint): \(Self.text(ofErrno: code))")))
+            return .failed(fail(reasonGiven(or: CacheStoreError(.unreachable, "cannot send to \(endpoint): \(Self.text(ofErrno: code))"))))
         }
     }
 
@@ -255,7 +266,7 @@ final class TLSChannel {
                     guard blocking else { return .wouldBlock }
                     return .failed(fail(CacheStoreError(.timeout, "no reply within \(commandTimeout)")))
                 }
-                return .failed(fail(CacheStoreError(.unreachable, "cannot read from \(endpoint): \(Self.text(ofErrno: code))")))
+                return .failed(fail(reasonGiven(or: CacheStoreError(.unreachable, "cannot read from \(endpoint): \(Self.text(ofErrno: code))"))))
             }
         }
     }
@@ -269,6 +280,8 @@ final class TLSChannel {
             case .done(let count):
                 guard count > 0 else { return .received }
                 redisReaderFeed(reader, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), count)
+                // Nothing left to decrypt: spare the read that would say so.
+                if !tls.mayRead { return .received }
             case .needsInput:
                 // Reading may have produced messages for the server (a key update's answer).
                 if case .failed(let error) = flush(blocking: blocking) { return .failed(error) }
@@ -285,6 +298,30 @@ final class TLSChannel {
 
     private var closedDuringHandshake: CacheStoreError {
         CacheStoreError(.unreachable, "TLS handshake with \(endpoint) failed: the server closed the connection (is it a TLS port?)")
+    }
+
+    /// After the socket failed (the server reset the connection): the TLS alert the server sent first, if it is
+    /// still in the socket's buffer, says why better than the socket's error does (a server that refused the
+    /// client certificate after the handshake, as TLS 1.3 servers do, resets the connection when a command
+    /// arrives); else `socketError`.
+    private func reasonGiven(or socketError: CacheStoreError) -> CacheStoreError {
+        withUnsafeTemporaryAllocation(byteCount: Self.bufferSize, alignment: 16) { buffer in
+            while true {
+                let count = recv(socket, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
+                guard count > 0 else { break }
+                tls.receive(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            }
+            while true {
+                switch tls.read(into: buffer) {
+                case .failed(let reason):
+                    return CacheStoreError(.unreachable, "TLS connection to \(endpoint) failed: \(Self.readable(reason))")
+                case .done(let count) where count > 0:
+                    continue
+                default:
+                    return socketError
+                }
+            }
+        }
     }
 
     /// Records the channel's first failure; later operations report it.

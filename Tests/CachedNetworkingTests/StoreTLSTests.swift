@@ -257,7 +257,8 @@ struct StoreTLSLiveTests {
         let plainToTLS = await pingError(
             RESPStore.Configuration(host: "127.0.0.1", port: tlsPort).forTests(connectTimeout: .seconds(2), commandTimeout: .seconds(2)))
         #expect(plainToTLS != nil && plainToTLS?.kind != .server, "\(String(describing: plainToTLS))")
-        #expect(ContinuousClock.now - start < .seconds(5))
+        // Bounded by the timeouts, not hung (the bound allows for a machine busy with other tests).
+        #expect(ContinuousClock.now - start < .seconds(30))
         _ = try await offThread { plain.stop() }
     }
 
@@ -269,7 +270,8 @@ struct StoreTLSLiveTests {
         let elapsed = ContinuousClock.now - start
         #expect(error?.kind == .unreachable)
         #expect(error?.message.contains("no answer within") == true, "\(String(describing: error))")
-        #expect(elapsed >= .milliseconds(300) && elapsed < .seconds(3), "\(elapsed)")
+        // Not before the timeout; and not hung (the bound allows for a machine busy with other tests).
+        #expect(elapsed >= .milliseconds(300) && elapsed < .seconds(20), "\(elapsed)")
     }
 
     // MARK: the connection
@@ -285,16 +287,16 @@ struct StoreTLSLiveTests {
             $0.commandTimeout = .milliseconds(300)
         })
         try await store.ping()
-        // Every client's commands wait 3 s (CLIENT UNPAUSE would wait too).
-        #expect(try await cli(port, ["CLIENT", "PAUSE", "3000", "ALL"]).standardOutput == "OK\n")
+        // Every client's commands wait 10 s (CLIENT UNPAUSE would wait too).
+        #expect(try await cli(port, ["CLIENT", "PAUSE", "10000", "ALL"]).standardOutput == "OK\n")
         let start = ContinuousClock.now
         let error = await storeError { () async throws(CacheStoreError) in _ = try await store.get("paused") }
         let elapsed = ContinuousClock.now - start
         #expect(error?.kind == .timeout, "\(String(describing: error))")
         #expect(error?.message.contains("no reply within") == true, "\(String(describing: error))")
-        #expect(elapsed >= .milliseconds(300) && elapsed < .seconds(3), "\(elapsed)")
+        #expect(elapsed >= .milliseconds(300) && elapsed < .seconds(10), "\(elapsed)")
         // Once the pause is over, calls work again on a new connection.
-        let deadline = ContinuousClock.now + .seconds(15)
+        let deadline = ContinuousClock.now + .seconds(40)
         while true {
             do throws(CacheStoreError) {
                 try await store.ping()

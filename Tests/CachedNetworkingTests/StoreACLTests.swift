@@ -105,6 +105,25 @@ struct StoreACLTests {
         _ = try await offThread { server.stop() }
     }
 
+    @Test("the near cache works for a confined user given the invalidation channel, as docs/sdk.md says",
+          arguments: [false, true])
+    func nearCacheForAConfinedUser(tls: Bool) async throws {
+        let (server, configuration) = try await start(tls: tls)
+        let rule = ["ACL", "SETUSER", "svc-a", "&__redis__:invalidate"]
+        let set = try await offThread { try ExternalProgram.redisCli.run(["-p", String(server.port)] + rule) }
+        #expect(set.standardOutput == "OK\n", "\(set.summary)")
+        var nearCached = configuration
+        nearCached.nearCache = RESPStore.NearCache(maxBytes: 1 << 20)
+        let log = CapturedLog()
+        let store = RESPStore(configuration: nearCached, logger: log.logger)
+        try await store.waitUntilFilling()
+        try await store.set("svc-a:near", to: ByteBuffer(string: "kept"), ttl: .seconds(60))
+        #expect(try await store.readUntilNearHit("svc-a:near")?.text == "kept")
+        #expect(store.near.disabledReason == nil && log.warnings.isEmpty, "\(store.near) \(log.warnings)")
+        await store.shutdown()
+        _ = try await offThread { server.stop() }
+    }
+
     @Test("a wrong password, or a user switched off, fails with the server's words", arguments: [false, true])
     func refusedUser(tls: Bool) async throws {
         let (server, wrong) = try await start(tls: tls, password: "nope")

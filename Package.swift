@@ -88,7 +88,7 @@ let package = Package(
         .target(
             name: "CachedNetworking",
             dependencies: [
-                "HTTPCaching", "RESP", "CHiredis", "CThreadName",
+                "HTTPCaching", "RESP", "CHiredis", "CThreadName", "CachedTLS",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HTTPTypesFoundation", package: "swift-http-types"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

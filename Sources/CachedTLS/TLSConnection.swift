@@ -21,15 +21,16 @@ public final class TLSConnection {
         case failed(String)
     }
 
-    /// A connection in the role of `context` (server or client). For a client, `serverName` is sent as SNI and
-    /// the server's certificate must be for it when the context verifies peers.
-    public init(context: TLSContext, serverName: String? = nil) throws(TLSError) {
+    /// A connection in the role of `context` (server or client). For a client, `serverName` is sent as SNI (unless
+    /// it is an IP address) and, when the context verifies peers and `checksServerName` is true, the server's
+    /// certificate must be for it: a DNS name among the certificate's names, an IP address among its addresses.
+    public init(context: TLSContext, serverName: String? = nil, checksServerName: Bool = true) throws(TLSError) {
         let server = context.configuration.role == .server
         guard let ssl = cached_tls_new(context.context, server ? 1 : 0) else {
             throw .openSSL("Failed to create a TLS connection: ")
         }
         if let serverName, !server {
-            let verify = context.configuration.peerVerification == .yes ? Int32(1) : 0
+            let verify = context.configuration.peerVerification == .yes && checksServerName ? Int32(1) : 0
             guard cached_tls_set_server_name(ssl, serverName, verify) == 0 else {
                 SSL_free(ssl)
                 throw .openSSL("Failed to set the server name \(serverName): ")

@@ -61,6 +61,8 @@ public struct ExternalProgram: Sendable {
     /// Runs a program with other stdio buffering (`stdbuf -oL`), so that what it printed before being killed
     /// is not lost in its stdout buffer.
     public static let stdbuf = ExternalProgram(name: "stdbuf", package: "coreutils")
+    /// `env`, to run a program with variables set for it alone (`env NAME=value program …`).
+    public static let env = ExternalProgram(name: "env", package: "coreutils")
     /// This package's `cached-fetch` (or `CACHED_FETCH_BIN`).
     public static let cachedFetch = ExternalProgram(name: "cached-fetch", location: .built(overrideVariable: "CACHED_FETCH_BIN"))
 

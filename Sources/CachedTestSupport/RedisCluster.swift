@@ -11,7 +11,11 @@ import Glibc
 /// A short `cluster-node-timeout` (1 s by default) makes a failover take seconds, and
 /// `cluster-replica-validity-factor 0` lets any replica take over. Nodes write no snapshot and keep their files in
 /// directories of their own. ``stop()`` (or releasing the value) kills every node and removes the directories;
-/// ``withRedisCluster(masters:replicasPerMaster:nodeTimeout:_:)`` does that even when the test fails.
+/// ``withRedisCluster(masters:replicasPerMaster:nodeTimeout:tls:_:)`` does that even when the test fails.
+///
+/// With ``TestCertificates``, the cluster runs on TLS (`tls-cluster yes`, `tls-replication yes`: the cluster bus,
+/// replication and the ports the cluster announces are TLS, client certificates from the test CA required),
+/// and each node keeps a plain port too, for the helpers here (``cli(_:_:timeout:)``).
 public final class RedisCluster: @unchecked Sendable {
     /// A node as `CLUSTER NODES` describes it.
     public struct Node: Sendable, Hashable, CustomStringConvertible {
@@ -34,20 +38,28 @@ public final class RedisCluster: @unchecked Sendable {
     public let servers: [ServerProcess]
     /// The cluster node timeout, in milliseconds.
     public let nodeTimeout: Int
+    /// The certificates of a TLS cluster; nil for a plain one.
+    public let certificates: TestCertificates?
+    /// Each server's TLS port (the port the cluster announces), in the order of ``servers``; empty for a plain
+    /// cluster.
+    public let tlsPorts: [Int]
 
-    private init(servers: [ServerProcess], nodeTimeout: Int) {
+    private init(servers: [ServerProcess], nodeTimeout: Int, certificates: TestCertificates?, tlsPorts: [Int]) {
         self.servers = servers
         self.nodeTimeout = nodeTimeout
+        self.certificates = certificates
+        self.tlsPorts = tlsPorts
     }
 
     deinit { stop() }
 
     /// Starts `masters` masters with `replicasPerMaster` replicas each, creates the cluster, and waits until
-    /// it is healthy. Blocks (seconds): call it off the cooperative pool (``offThread(_:)``).
+    /// it is healthy; on TLS with `tls`. Blocks (seconds): call it off the cooperative pool (``offThread(_:)``).
     /// - Throws: ``TestEnvironmentError`` when redis-server or redis-cli is missing, or the cluster does not form
     ///   within `timeout` seconds (every node started so far is stopped).
     public static func start(
-        masters: Int = 3, replicasPerMaster: Int = 1, nodeTimeout: Int = 1000, timeout: TimeInterval = 60
+        masters: Int = 3, replicasPerMaster: Int = 1, nodeTimeout: Int = 1000, tls: TestCertificates? = nil,
+        timeout: TimeInterval = 60
     ) throws -> RedisCluster {
         _ = try ExternalProgram.redisCli.path()
         let arguments = [
@@ -55,14 +67,27 @@ public final class RedisCluster: @unchecked Sendable {
             "--cluster-node-timeout", String(nodeTimeout), "--cluster-replica-validity-factor", "0",
         ]
         var servers: [ServerProcess] = []
+        var tlsPorts: [Int] = []
         do {
             for _ in 0..<(masters * (1 + replicasPerMaster)) {
-                servers.append(
-                    try ServerProcess.start(.redis, arguments: arguments, choosingPort: { try freeLoopbackPort(alsoFreeAt: 10000) }))
+                if let tls {
+                    // The cluster bus listens at the TLS port + 10000.
+                    let tlsPort = try freeLoopbackPort(alsoFreeAt: 10000)
+                    let tlsArguments = [
+                        "--tls-port", String(tlsPort), "--tls-cluster", "yes", "--tls-replication", "yes",
+                        "--cluster-port", String(tlsPort + 10000),
+                    ] + tls.serverArguments
+                    servers.append(try ServerProcess.start(.redis, arguments: arguments + tlsArguments))
+                    tlsPorts.append(tlsPort)
+                } else {
+                    servers.append(
+                        try ServerProcess.start(.redis, arguments: arguments, choosingPort: { try freeLoopbackPort(alsoFreeAt: 10000) }))
+                }
             }
-            let cluster = RedisCluster(servers: servers, nodeTimeout: nodeTimeout)
+            let cluster = RedisCluster(servers: servers, nodeTimeout: nodeTimeout, certificates: tls, tlsPorts: tlsPorts)
+            let tlsOptions = tls.map { ["--tls", "--cacert", $0.caCertificate, "--cert", $0.clientCertificate, "--key", $0.clientKey] }
             let create = try ExternalProgram.redisCli.run(
-                ["--cluster", "create"] + servers.map { "127.0.0.1:\($0.port)" }
+                (tlsOptions ?? []) + ["--cluster", "create"] + cluster.announcedPorts.map { "127.0.0.1:\($0)" }
                     + ["--cluster-replicas", String(replicasPerMaster), "--cluster-yes"],
                 timeout: timeout)
             guard create.status == 0 else { throw TestEnvironmentError("creating the cluster failed: \(create.summary)") }
@@ -74,9 +99,13 @@ public final class RedisCluster: @unchecked Sendable {
         }
     }
 
-    /// `redis+cluster://` with every node as a seed.
+    /// The ports the cluster announces, in the order of ``servers``: the TLS ports of a TLS cluster.
+    public var announcedPorts: [Int] { certificates == nil ? servers.map(\.port) : tlsPorts }
+
+    /// `redis+cluster://` (`rediss+cluster://` for a TLS cluster) with every node as a seed.
     public var url: String {
-        "redis+cluster://" + servers.map { "127.0.0.1:\($0.port)" }.joined(separator: ",")
+        (certificates == nil ? "redis+cluster://" : "rediss+cluster://")
+            + announcedPorts.map { "127.0.0.1:\($0)" }.joined(separator: ",")
     }
 
     /// The nodes whose process is running.
@@ -101,12 +130,12 @@ public final class RedisCluster: @unchecked Sendable {
             .sorted { $0.slotCount > $1.slotCount }
     }
 
-    /// The server of the node on `port`.
+    /// The server of the node on `port` (its plain port or, on a TLS cluster, its TLS port).
     public func server(port: Int) throws -> ServerProcess {
-        guard let server = servers.first(where: { $0.port == port }) else {
+        guard let index = servers.firstIndex(where: { $0.port == port }) ?? tlsPorts.firstIndex(of: port) else {
             throw TestEnvironmentError("no cluster node listens on port \(port)")
         }
-        return server
+        return servers[index]
     }
 
     /// Waits until every running node says `cluster_state:ok`, and every running node sees the same masters,
@@ -201,13 +230,14 @@ public final class RedisCluster: @unchecked Sendable {
     }
 }
 
-/// Starts a ``RedisCluster`` (off the cooperative pool), runs `body` with it, and stops it however `body` ends.
+/// Starts a ``RedisCluster`` (off the cooperative pool; on TLS with `tls`), runs `body` with it, and stops it
+/// however `body` ends.
 public func withRedisCluster<T>(
-    masters: Int = 3, replicasPerMaster: Int = 1, nodeTimeout: Int = 1000,
+    masters: Int = 3, replicasPerMaster: Int = 1, nodeTimeout: Int = 1000, tls: TestCertificates? = nil,
     _ body: (RedisCluster) async throws -> T
 ) async throws -> T {
     let cluster = try await offThread {
-        try RedisCluster.start(masters: masters, replicasPerMaster: replicasPerMaster, nodeTimeout: nodeTimeout)
+        try RedisCluster.start(masters: masters, replicasPerMaster: replicasPerMaster, nodeTimeout: nodeTimeout, tls: tls)
     }
     do {
         let result = try await body(cluster)

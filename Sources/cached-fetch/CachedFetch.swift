@@ -16,7 +16,7 @@ struct CachedFetch: AsyncParsableCommand {
 
     @Option(
         name: .long,
-        help: "The store: memory, redis://[user:password@]host:port[/db], or redis+cluster://[user:password@]host:port,host:port…")
+        help: "The store: memory, redis://[user:password@]host:port[/db], or redis+cluster://[user:password@]host:port,host:port…; rediss:// and rediss+cluster:// for TLS, verified against the system's CAs (SSL_CERT_FILE names others).")
     var store: String = "memory"
 
     @Option(name: .long, help: "The key namespace.")

@@ -9,17 +9,21 @@ enum StoreSpec: Equatable {
     case redisCluster(String)
 
     /// Reads `memory`, a `redis://[user:password@]host:port[/db]` URL, or a
-    /// `redis+cluster://[user:password@]host:port,host:port…` URL.
+    /// `redis+cluster://[user:password@]host:port,host:port…` URL; `rediss://` and `rediss+cluster://` for TLS
+    /// (the server's certificate checked against the system's CAs, which `SSL_CERT_FILE` can name).
     init(parsing text: String) throws(StoreSpecError) {
+        func named(_ schemes: String...) -> Bool {
+            schemes.contains { text.hasPrefix($0) && text.count > $0.count }
+        }
         if text == "memory" {
             self = .memory
-        } else if text.hasPrefix("redis://") && text.count > "redis://".count {
+        } else if named("redis://", "rediss://") {
             self = .redis(text)
-        } else if text.hasPrefix("redis+cluster://") && text.count > "redis+cluster://".count {
+        } else if named("redis+cluster://", "rediss+cluster://") {
             self = .redisCluster(text)
         } else {
             throw StoreSpecError(
-                message: "unknown store '\(text)': use memory, redis://host:port[/db] or redis+cluster://host:port,…")
+                message: "unknown store '\(text)': use memory, redis[s]://host:port[/db] or redis[s]+cluster://host:port,…")
         }
     }
 }

@@ -188,7 +188,7 @@ struct ClusterRoutingTests {
     func malformedClusterURLs() {
         for (url, fragment) in [
             ("redis://h:1", "use redis+cluster://"),
-            ("rediss+cluster://h:1", "TLS is not supported"),
+            ("rediss://h:1", "use redis+cluster:// or rediss+cluster://"),
             ("redis+cluster://h:1/2", "database 0 only"),
             ("redis+cluster://h:1,,h:2", "empty seed"),
             ("redis+cluster://:secret@h:1,h:99999", "port"),

@@ -38,6 +38,14 @@ private enum QuickStart {
         return (store, shared)
     }
 
+    static func makeTLSStore(url: String, certificates directory: String) throws(RESPStore.ConfigurationError) -> RESPStore {
+        var configuration = try RESPStore.Configuration(url: url)         // rediss://app:s3cret@cache.internal:6380
+        configuration.tls?.trustRoots = .file("\(directory)/ca.crt")        // your CA instead of the system's
+        configuration.tls?.certificateChainFile = "\(directory)/client.crt" // mutual TLS
+        configuration.tls?.privateKeyFile = "\(directory)/client.key"
+        return RESPStore(configuration: configuration)
+    }
+
     static func clusterStores() throws -> (RESPClusterStore, RESPClusterStore) {
         let clustered = try RESPClusterStore(url: "redis+cluster://:s3cret@10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000")
         return (clustered, try clusterStore())
@@ -164,6 +172,21 @@ struct DocsSampleTests {
         #expect(shared.base.configuration.port == 6379)
         await store.shutdown()
         await shared.shutdown()
+    }
+
+    @Test("the TLS sample connects with the CA and the client certificate of its directory")
+    func tlsSample() async throws {
+        let certificates = try TestCertificates.shared()
+        // cached-server requires a client certificate signed by the CA (tls-auth-clients yes).
+        let (server, tlsPort) = try await offThread { try ServerProcess.startTLS(.cached, certificates: certificates) }
+        let store = try QuickStart.makeTLSStore(
+            url: "rediss://localhost:\(tlsPort)", certificates: certificates.directory.path)
+        #expect(store.configuration.tls?.trustRoots == .file(certificates.caCertificate))
+        #expect(store.configuration.tls?.certificateVerification == .fullVerification)
+        try await store.set("tls-sample", to: ByteBuffer(string: "over TLS"), ttl: .seconds(60))
+        #expect(try await store.get("tls-sample") == ByteBuffer(string: "over TLS"))
+        await store.shutdown()
+        _ = try await offThread { server.stop() }
     }
 
     @Test("the cluster samples configure what they say")

@@ -35,12 +35,14 @@ struct StoreRESPURLTests {
         #expect(plain.connectTimeout == .seconds(1) && plain.commandTimeout == .seconds(1))
     }
 
-    @Test func refusesTLSWithAClearMessage() {
-        #expect {
-            _ = try RESPStore.Configuration(url: "rediss://user:hunter2@cache.internal:6380")
-        } throws: { error in
-            let message = "\(error)"
-            return message.contains("TLS is not supported") && !message.contains("hunter2")
+    @Test func refusesOtherSchemesWithAClearMessage() {
+        for url in ["http://user:hunter2@cache.internal:6380", "redis+cluster://user:hunter2@cache.internal:6380"] {
+            #expect {
+                _ = try RESPStore.Configuration(url: url)
+            } throws: { error in
+                let message = "\(error)"
+                return (message.contains("rediss://") || message.contains("RESPClusterStore")) && !message.contains("hunter2")
+            }
         }
     }
 
@@ -76,10 +78,7 @@ struct StoreRESPTests {
         -> RESPStore.Configuration
     {
         var configuration = RESPStore.Configuration(host: "127.0.0.1", port: port)
-        configuration.connectTimeout = .milliseconds(500)
-        configuration.commandTimeout = .milliseconds(200)
-        configuration.minReconnectDelay = .milliseconds(20)
-        configuration.maxReconnectDelay = .milliseconds(200)
+            .forTests(connectTimeout: .milliseconds(500), commandTimeout: .milliseconds(200))
         adjust(&configuration)
         return configuration
     }

@@ -103,6 +103,22 @@ struct TLSConnectionTests {
         #expect(Self.handshake(byAddress, server2).0 == .done(0))
     }
 
+    @Test("without the name check a client accepts a certificate for another name, but still checks its chain")
+    func serverNameNotChecked() throws {
+        let otherName = { try TLSConnection(
+            context: TLSContext(self.serverSettings { $0.certificateFile = self.certificates.otherNameCertificate })) }
+        let unchecked = try TLSConnection(context: TLSContext(clientSettings()), serverName: "localhost", checksServerName: false)
+        #expect(Self.handshake(unchecked, try otherName()).0 == .done(0))
+        let untrusted = try TLSConnection(
+            context: TLSContext(clientSettings { $0.caCertificateFile = certificates.otherCACertificate }),
+            serverName: "localhost", checksServerName: false)
+        guard case .failed(let reason) = Self.handshake(untrusted, try otherName()).0 else {
+            Issue.record("a certificate from an untrusted CA was accepted")
+            return
+        }
+        #expect(reason.contains("certificate verify failed"), "\(reason)")
+    }
+
     @Test("a client without a certificate, or with one from another CA, is refused when one is required")
     func clientCertificates() throws {
         let none = try TLSConnection(

@@ -6,14 +6,15 @@ import NIOCore
 import Testing
 
 /// One Redis Cluster (3 masters, 3 replicas) for a whole suite, started when the suite begins and stopped when it
-/// ends, however it ends.
+/// ends, however it ends; on TLS with `tls` (the shared ``TestCertificates``).
 struct RedisClusterTrait: SuiteTrait, TestScoping {
+    var tls = false
     @TaskLocal static var current: RedisCluster?
 
     func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        try await withRedisCluster { cluster in
+        try await withRedisCluster(tls: tls ? try TestCertificates.shared() : nil) { cluster in
             try await Self.$current.withValue(cluster) { try await function() }
         }
     }
@@ -28,14 +29,22 @@ struct RedisClusterTrait: SuiteTrait, TestScoping {
 extension Trait where Self == RedisClusterTrait {
     /// Starts a Redis Cluster for the suite.
     static var redisCluster: Self { RedisClusterTrait() }
+
+    /// Starts a Redis Cluster on TLS for the suite.
+    static var redisTLSCluster: Self { RedisClusterTrait(tls: true) }
 }
 
 /// A cluster store on `cluster` with lenient timeouts (the machine may be busy with builds), adjusted by
-/// `configure`.
+/// `configure`. On a TLS cluster the store trusts the test CA and presents the test client certificate.
 func makeClusterStore(
     _ cluster: RedisCluster, configure: (inout RESPClusterStore.Configuration) -> Void = { _ in }
 ) throws -> RESPClusterStore {
     var configuration = try RESPClusterStore.Configuration(url: cluster.url)
+    if let certificates = cluster.certificates {
+        configuration.tls?.trustRoots = .file(certificates.caCertificate)
+        configuration.tls?.certificateChainFile = certificates.clientCertificate
+        configuration.tls?.privateKeyFile = certificates.clientKey
+    }
     configuration.commandTimeout = .seconds(5)
     configuration.retryTimeout = .seconds(10)
     configure(&configuration)

@@ -18,37 +18,19 @@ struct TLSLiveTests {
     init() throws { certificates = try TestCertificates.shared() }
 
     /// The server's TLS directives: its certificate and key, and the CA that signs client certificates.
-    var serverTLS: [String] {
-        ["--tls-cert-file", certificates.serverCertificate, "--tls-key-file", certificates.serverKey,
-         "--tls-ca-cert-file", certificates.caCertificate]
-    }
+    var serverTLS: [String] { certificates.serverArguments }
 
     /// Starts a server listening on a TLS port (and on its plain port, unless `plain` is false).
     func start(_ kind: ServerProcess.Kind, _ extra: [String] = [], plain: Bool = true) throws -> (ServerProcess, Int) {
-        let tlsPort = try freeLoopbackPort()
-        let arguments = ["--tls-port", String(tlsPort)] + serverTLS + extra
-        guard !plain else { return (try ServerProcess.start(kind, arguments: arguments), tlsPort) }
-        let server = try ServerProcess.launch(kind, arguments: ["--port", "0", "--bind", "127.0.0.1"] + arguments, port: tlsPort)
-        let deadline = Date().addingTimeInterval(15)
-        while !acceptsConnections(port: tlsPort) {
-            guard Date() < deadline, server.isRunning else {
-                server.stop()
-                throw TestEnvironmentError("\(kind.rawValue) did not listen on its TLS port: \(server.standardError())")
-            }
-            usleep(10_000)
-        }
-        return (server, tlsPort)
+        try ServerProcess.startTLS(kind, certificates: certificates, arguments: extra, plain: plain)
     }
 
     /// redis-cli over TLS to `port`, trusting the test CA, with the client certificate unless told otherwise.
     func cli(_ port: Int, _ arguments: [String], certificate: (String, String)? = nil, useClientCertificate: Bool = true)
         throws -> ProgramOutput
     {
-        var options = ["-h", "127.0.0.1", "-p", String(port), "--tls", "--cacert", certificates.caCertificate]
-        if let (cert, key) = certificate ?? (useClientCertificate ? (certificates.clientCertificate, certificates.clientKey) : nil) {
-            options += ["--cert", cert, "--key", key]
-        }
-        return try ExternalProgram.redisCli.run(options + arguments)
+        let chosen = certificate ?? (useClientCertificate ? (certificates.clientCertificate, certificates.clientKey) : nil)
+        return try ExternalProgram.redisCli.run(certificates.cliOptions(port: port, certificate: chosen) + arguments)
     }
 
     @Test("redis-cli with a client certificate: commands work over TLS", arguments: kinds)

@@ -31,11 +31,13 @@ final class ClusterNearCache: Sendable {
     }
 
     /// The channel of `node` (a master), created and subscribing on first use; the hook for `node`'s pool.
-    /// - Parameter configuration: how to connect to `node`, for its subscriber.
-    func channel(for node: Node, configuration: RESPStore.Configuration) -> TrackingChannel {
+    /// - Parameters:
+    ///   - configuration: how to connect to `node`, for its subscriber.
+    ///   - tlsContext: the store's TLS context, when it uses TLS.
+    func channel(for node: Node, configuration: RESPStore.Configuration, tlsContext: StoreTLSContext?) -> TrackingChannel {
         let (channel, created): (TrackingChannel, Bool) = state.withLock { s in
             if let known = s.channels[node] { return (known, false) }
-            let channel = TrackingChannel(configuration: configuration, core: core)
+            let channel = TrackingChannel(configuration: configuration, tlsContext: tlsContext, core: core)
             s.channels[node] = channel
             // A channel made after shutdown never subscribes: its pool is refused anyway.
             return (channel, !s.closed)

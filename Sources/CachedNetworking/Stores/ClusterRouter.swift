@@ -17,6 +17,10 @@ final class ClusterRouter: Sendable {
     let configuration: RESPClusterStore.Configuration
     /// The near cache's channels, one per master, when ``RESPClusterStore/Configuration/nearCache`` is set.
     let nearCache: ClusterNearCache?
+    /// The TLS context every node's connections share, when ``RESPClusterStore/Configuration/tls`` is set.
+    private let tlsContext: StoreTLSContext?
+    /// Logs the server's ACL refusals once per command.
+    private let errorReplies: ErrorReplyLog
     private let logger: Logger
     private let state: Mutex<State>
 
@@ -101,6 +105,8 @@ final class ClusterRouter: Sendable {
     init(configuration: RESPClusterStore.Configuration, logger: Logger, nearCache: ClusterNearCache? = nil) {
         self.configuration = configuration
         self.nearCache = nearCache
+        self.tlsContext = StoreTLSContext.make(configuration.tls, logger: logger)
+        self.errorReplies = ErrorReplyLog(logger: logger, username: configuration.username)
         self.logger = logger
         self.state = Mutex(State())
     }
@@ -171,6 +177,7 @@ final class ClusterRouter: Sendable {
                     if transient == .clusterDown { _ = await refreshSlots() }
                     failure = CacheStoreError(transient == .clusterDown ? .unreachable : .timeout, "\(node) answered \(text)")
                 case .success((let replies, nil)):
+                    errorReplies.note(replies, answering: commands)
                     if retries > 0 { state.withLock { _ = $0.suspects.remove(node) } }
                     return (replies, outcomeUnknown)
                 case .failure(let error):
@@ -262,7 +269,9 @@ final class ClusterRouter: Sendable {
         var replies: [(Node, RESPReply)] = []
         for (node, pool) in masters {
             switch await pool.submit(command.bytes) {
-            case .success(.error(let text)): throw CacheStoreError(.server, "\(node): \(text)")
+            case .success(.error(let text)):
+                errorReplies.note([.error(text)], answering: [command])
+                throw CacheStoreError(.server, "\(node): \(text)")
             case .success(let reply): replies.append((node, reply))
             case .failure(let error): throw CacheStoreError(error.kind, "\(node): \(error.message)")
             }
@@ -288,8 +297,8 @@ final class ClusterRouter: Sendable {
         // With a near cache, the node's channel is created (and, being new, stops the filling) before any of
         // its connections exists: no read from the node is kept before its subscriber is up.
         let pool = RESPConnectionPool(
-            configuration: nodeConfiguration, logger: logger,
-            hook: nearCache?.channel(for: node, configuration: nodeConfiguration))
+            configuration: nodeConfiguration, tlsContext: tlsContext, logger: logger,
+            hook: nearCache?.channel(for: node, configuration: nodeConfiguration, tlsContext: tlsContext))
         s.pools[node] = pool
         return pool
     }
@@ -400,7 +409,8 @@ final class ClusterRouter: Sendable {
         state.withLock { s in
             if s.closed { return nil }
             if let pool = s.probes[node] { return pool }
-            let pool = RESPConnectionPool(configuration: configuration.nodeConfiguration(node, poolSize: 1), logger: logger)
+            let pool = RESPConnectionPool(
+                configuration: configuration.nodeConfiguration(node, poolSize: 1), tlsContext: tlsContext, logger: logger)
             s.probes[node] = pool
             return pool
         }

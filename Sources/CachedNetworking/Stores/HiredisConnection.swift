@@ -1,4 +1,5 @@
 import CHiredis
+import CachedTLS
 import NIOCore
 
 #if canImport(Glibc)
@@ -54,6 +55,17 @@ struct RESPCommand {
         bytes.append(contentsOf: [13, 10])
     }
 
+    /// The command's name (its first argument), upper-cased, read back from the bytes: for logs.
+    var name: String {
+        // *<count>\r\n$<length>\r\n<name>\r\n
+        guard let dollar = bytes.firstIndex(of: UInt8(ascii: "$")),
+            let lineEnd = bytes[dollar...].firstIndex(of: UInt8(ascii: "\n")), lineEnd > dollar + 1,
+            let length = Int(String(decoding: bytes[(dollar + 1)..<(lineEnd - 1)], as: UTF8.self)), length >= 0,
+            lineEnd + 1 + length <= bytes.count
+        else { return "?" }
+        return String(decoding: bytes[(lineEnd + 1)..<(lineEnd + 1 + length)], as: UTF8.self).uppercased()
+    }
+
     private mutating func appendLength(_ marker: UInt8, _ length: Int) {
         bytes.append(marker)
         bytes.append(contentsOf: String(length).utf8)
@@ -61,11 +73,17 @@ struct RESPCommand {
     }
 }
 
-/// One blocking hiredis connection. Used by one thread at a time (its pool thread, or an invalidation
-/// subscriber's thread).
+/// One blocking hiredis connection, plain or over TLS. Used by one thread at a time (its pool thread, or an
+/// invalidation subscriber's thread, or a caller that took it to poll for its reply).
+///
+/// hiredis connects the socket and parses replies with its reader either way. On a plain connection hiredis also
+/// writes and reads the socket; over TLS (``RESPStore/Configuration/tls``) a ``TLSChannel`` does, handing what it
+/// decrypts to the same reader. Each operation takes one branch on ``tls``; the plain path is hiredis's own.
 final class HiredisConnection {
     let context: UnsafeMutablePointer<redisContext>
     private let commandTimeout: Duration
+    /// The TLS layer under the reader; nil on a plain connection.
+    private var tls: TLSChannel?
     private var closed = false
 
     /// The connection's socket descriptor.
@@ -78,20 +96,37 @@ final class HiredisConnection {
 
     deinit { close() }
 
-    /// Frees the context and closes its socket.
+    /// Frees the context and closes its socket (after a TLS close_notify, if the socket takes it at once).
     func close() {
         guard !closed else { return }
         closed = true
+        tls?.close()
         redisFree(context)
     }
 
-    /// Connects, sets the socket timeouts, then sends `AUTH` and `SELECT` as configured.
+    /// Connects, sets the socket timeouts, runs the TLS handshake when ``RESPStore/Configuration/tls`` is set,
+    /// then sends `AUTH` and `SELECT` as configured.
     ///
-    /// Blocks (DNS, connect, two round trips at most): call it on a connection thread.
-    static func open(_ configuration: RESPStore.Configuration) -> Result<HiredisConnection, CacheStoreError> {
+    /// Blocks (DNS, connect, the handshake, two round trips at most): call it on a connection thread.
+    /// - Parameters:
+    ///   - configuration: the server and the timeouts.
+    ///   - tlsContext: the store's TLS context, made once for all its connections; one is made for this
+    ///     connection when it is nil or made for other settings.
+    static func open(
+        _ configuration: RESPStore.Configuration, tlsContext: StoreTLSContext?
+    ) -> Result<HiredisConnection, CacheStoreError> {
         let endpoint = "\(configuration.host):\(configuration.port)"
         guard (1...65535).contains(configuration.port) else {
             return .failure(CacheStoreError(.unreachable, "invalid port \(configuration.port)"))
+        }
+        // The TLS settings are checked before anything is connected: settings that cannot be used fail at once.
+        var tlsConnection: TLSConnection?
+        if let settings = configuration.tls {
+            let shared = tlsContext.flatMap { $0.settings == settings ? $0 : nil } ?? StoreTLSContext(settings)
+            switch shared.connection(host: configuration.host) {
+            case .success(let made): tlsConnection = made
+            case .failure(let error): return .failure(error)
+            }
         }
         guard let context = redisConnectWithTimeout(
             configuration.host, Int32(configuration.port), makeTimeval(configuration.connectTimeout))
@@ -106,6 +141,14 @@ final class HiredisConnection {
             return .failure(CacheStoreError(.unreachable, "cannot set socket timeouts: \(connection.errorText)"))
         }
         _ = redisEnableKeepAlive(context)
+        if let tlsConnection {
+            // The handshake gets the connect timeout of its own, as one deadline.
+            let deadline = monotonicNanoseconds() &+ UInt64(clamping: configuration.connectTimeout.storeNanoseconds)
+            let channel = TLSChannel(
+                tlsConnection, socket: context.pointee.fd, endpoint: endpoint, commandTimeout: configuration.commandTimeout)
+            if let error = channel.handshake(until: deadline, timeout: configuration.connectTimeout) { return .failure(error) }
+            connection.tls = channel
+        }
 
         if let password = configuration.password {
             var auth = RESPCommand("AUTH", argumentCount: configuration.username == nil ? 1 : 2)
@@ -153,13 +196,8 @@ final class HiredisConnection {
     ///   must be discarded and the requests from `firstFailed` on have not been resumed.
     func send(_ batch: [RESPConnectionPool.Request], last: inout Result<RESPReply, CacheStoreError>?) -> BatchFailure? {
         for request in batch where request.written < request.command.count {
-            let status = request.command.withUnsafeBytes { bytes in
-                let unsent = UnsafeRawBufferPointer(rebasing: bytes[request.written...])
-                return redisAppendFormattedCommand(
-                    context, unsent.baseAddress?.assumingMemoryBound(to: CChar.self), unsent.count)
-            }
-            if status != REDIS_OK {
-                return BatchFailure(firstFailed: 0, error: CacheStoreError(.unreachable, "cannot queue a command: \(errorText)"))
+            if let error = append(request.command, from: request.written) {
+                return BatchFailure(firstFailed: 0, error: error)
             }
         }
         for (position, request) in batch.enumerated() {
@@ -190,13 +228,35 @@ final class HiredisConnection {
 
     /// Sends one command and reads its reply.
     func roundTrip(_ command: RESPCommand) -> Result<RESPReply, CacheStoreError> {
-        let status = command.bytes.withUnsafeBytes { bytes in
-            redisAppendFormattedCommand(context, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count)
-        }
-        guard status == REDIS_OK else {
-            return .failure(CacheStoreError(.unreachable, "cannot queue a command: \(errorText)"))
-        }
+        if let error = append(command) { return .failure(error) }
         return readReply()
+    }
+
+    /// Queues `command` in the output buffer without writing it.
+    func append(_ command: RESPCommand) -> CacheStoreError? {
+        append(command.bytes, from: 0)
+    }
+
+    /// Queues `bytes[offset...]` (whole commands, or the rest of one whose start was written) for the next write:
+    /// in hiredis's output buffer, or the TLS channel's.
+    private func append(_ bytes: [UInt8], from offset: Int) -> CacheStoreError? {
+        bytes.withUnsafeBytes { all in
+            let unsent = UnsafeRawBufferPointer(rebasing: all[offset...])
+            if let tls { return tls.append(unsent) }
+            let status = redisAppendFormattedCommand(context, unsent.baseAddress?.assumingMemoryBound(to: CChar.self), unsent.count)
+            return status == REDIS_OK ? nil : CacheStoreError(.unreachable, "cannot queue a command: \(errorText)")
+        }
+    }
+
+    /// Writes as much of `bytes` (whole commands) as the socket takes without blocking, while the connection is
+    /// idle (nothing queued, nothing unread); the connection's next write or read sends the rest. Over TLS the
+    /// bytes are encrypted whole (unless larger than ``TLSChannel/eagerWriteLimit``) and what the socket does not
+    /// take waits in the TLS output.
+    /// - Returns: the bytes of `bytes` written or encrypted; 0 on any error, which the connection's thread then
+    ///   meets itself.
+    func writeWithoutBlocking(_ bytes: [UInt8]) -> Int {
+        if let tls { return tls.writeWithoutBlocking(bytes) }
+        return sendWithoutBlocking(bytes, to: socket)
     }
 
     /// Reads what the server has sent without blocking, into hiredis's reader, until one reply is whole or
@@ -206,6 +266,7 @@ final class HiredisConnection {
     ///   reader, and ``readReply()`` carries on from there (and reports any error itself).
     func pollReply(until deadline: UInt64) -> Result<RESPReply, CacheStoreError>? {
         guard let reader = context.pointee.reader else { return nil }
+        if let tls { return pollReply(over: tls, reader: reader, until: deadline) }
         let fd = context.pointee.fd
         return withUnsafeTemporaryAllocation(byteCount: 16 * 1024, alignment: 16) { buffer in
             while true {
@@ -236,6 +297,7 @@ final class HiredisConnection {
 
     /// Flushes pending commands and reads the next reply (blocking, within the socket timeouts).
     func readReply() -> Result<RESPReply, CacheStoreError> {
+        if let tls { return readReply(over: tls) }
         var raw: UnsafeMutableRawPointer?
         let status = redisGetReply(context, &raw)
         let savedErrno = errno
@@ -297,6 +359,96 @@ final class HiredisConnection {
     var errorText: String {
         withUnsafeBytes(of: context.pointee.errstr) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
     }
+}
+
+extension HiredisConnection {
+    /// Writes the whole output buffer (blocking, within the socket timeout).
+    func flushOutput() -> CacheStoreError? {
+        if let tls {
+            if case .failed(let error) = tls.flush(blocking: true) { return error }
+            return nil
+        }
+        var done: Int32 = 0
+        while done == 0 {
+            if redisBufferWrite(context, &done) != REDIS_OK { return contextError(errno: errno) }
+        }
+        return nil
+    }
+
+    /// Reads once from the socket into the reply reader. Blocks when nothing is there: call it when `poll(2)`
+    /// says the socket is readable. (Over TLS everything decrypted goes to the reader, so that nothing waits
+    /// unseen by `poll(2)` above the socket.)
+    func readInput() -> CacheStoreError? {
+        if let tls {
+            guard let reader = context.pointee.reader else { return Self.noReader }
+            if case .failed(let error) = tls.receive(into: reader, blocking: true) { return error }
+            return nil
+        }
+        return redisBufferRead(context) == REDIS_OK ? nil : contextError(errno: errno)
+    }
+
+    /// The next complete reply among the bytes already read, or nil when they hold none.
+    func bufferedReply() -> Result<RESPReply?, CacheStoreError> {
+        var raw: UnsafeMutableRawPointer?
+        guard redisGetReplyFromReader(context, &raw) == REDIS_OK else { return .failure(contextError(errno: errno)) }
+        guard let raw else { return .success(nil) }
+        defer { freeReplyObject(raw) }
+        return Self.copy(raw.assumingMemoryBound(to: redisReply.self)).map(Optional.some)
+    }
+
+    // MARK: TLS
+
+    private static let noReader = CacheStoreError(.unreachable, "the connection has no reply reader")
+
+    /// ``readReply()`` over TLS: sends what is queued, then reads and decrypts until the reader holds a reply.
+    private func readReply(over tls: TLSChannel) -> Result<RESPReply, CacheStoreError> {
+        guard let reader = context.pointee.reader else { return .failure(Self.noReader) }
+        if case .failed(let error) = tls.flush(blocking: true) { return .failure(error) }
+        while true {
+            switch bufferedReply() {
+            case .success(let reply?): return .success(reply)
+            case .success(nil): break
+            case .failure(let error): return .failure(error)
+            }
+            if case .failed(let error) = tls.receive(into: reader, blocking: true) { return .failure(error) }
+        }
+    }
+
+    /// ``pollReply(until:)`` over TLS: the same polling, the socket's bytes decrypted on the way to the reader (and
+    /// the command's encrypted bytes that the socket did not take at once sent as it takes them).
+    private func pollReply(
+        over tls: TLSChannel, reader: UnsafeMutablePointer<redisReader>, until deadline: UInt64
+    ) -> Result<RESPReply, CacheStoreError>? {
+        while true {
+            switch bufferedReply() {
+            case .success(let reply?): return .success(reply)
+            case .success(nil): break
+            case .failure: return nil
+            }
+            if case .failed = tls.flush(blocking: false) { return nil }
+            switch tls.receive(into: reader, blocking: false) {
+            case .received:
+                continue
+            case .wouldBlock:
+                if monotonicNanoseconds() >= deadline { return nil }
+                // As on a plain connection: let the server run rather than spin in its way.
+                sched_yield()
+            case .failed:
+                return nil
+            }
+        }
+    }
+}
+
+/// Writes as much of `bytes` to `socket` as fits without blocking (and without raising SIGPIPE); 0 on any error.
+/// Always 0 where that cannot be done portably.
+private func sendWithoutBlocking(_ bytes: [UInt8], to socket: Int32) -> Int {
+    #if os(Linux) && canImport(Glibc)
+    let sent = bytes.withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL)) }
+    return max(0, sent)
+    #else
+    return 0
+    #endif
 }
 
 private func makeTimeval(_ duration: Duration) -> timeval {

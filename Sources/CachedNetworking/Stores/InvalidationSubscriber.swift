@@ -30,7 +30,7 @@ protocol InvalidationListener: AnyObject, Sendable {
 }
 
 /// The connection that receives a server's invalidation messages (Redis's client-side caching, RESP2): a hiredis
-/// context on a thread of its own that sends `CLIENT ID`, then `SUBSCRIBE __redis__:invalidate`, and reports
+/// context (over TLS when the store's connections are) on a thread of its own that sends `CLIENT ID`, then `SUBSCRIBE __redis__:invalidate`, and reports
 /// every message to its ``InvalidationListener``.
 ///
 /// The thread waits in `poll(2)` on the socket and on a pipe that ``reconnect()`` and ``shutdown()`` write to.
@@ -54,6 +54,7 @@ final class InvalidationSubscriber: Sendable {
     }
 
     private let configuration: RESPStore.Configuration
+    private let tlsContext: StoreTLSContext?
     private let healthCheckInterval: Duration
     private let logger: Logger
     private let listener: any InvalidationListener
@@ -62,12 +63,14 @@ final class InvalidationSubscriber: Sendable {
     private let wakeRead: Int32
     private let wakeWrite: Int32
 
-    /// Starts the subscriber's thread, which connects at once.
+    /// Starts the subscriber's thread, which connects at once (over TLS with `tlsContext` when `configuration`
+    /// asks for TLS, as the store's data connections do).
     init(
-        configuration: RESPStore.Configuration, healthCheckInterval: Duration, logger: Logger,
-        listener: any InvalidationListener
+        configuration: RESPStore.Configuration, tlsContext: StoreTLSContext?, healthCheckInterval: Duration,
+        logger: Logger, listener: any InvalidationListener
     ) {
         self.configuration = configuration
+        self.tlsContext = tlsContext
         self.healthCheckInterval = max(.milliseconds(10), healthCheckInterval)
         self.logger = logger
         self.listener = listener
@@ -167,7 +170,7 @@ final class InvalidationSubscriber: Sendable {
     /// Connects, subscribes and listens until the connection is lost or the subscriber stops.
     private func session() -> SessionEnd {
         let connection: HiredisConnection
-        switch HiredisConnection.open(configuration) {
+        switch HiredisConnection.open(configuration, tlsContext: tlsContext) {
         case .success(let opened): connection = opened
         case .failure(let error): return .lost(error.message, wasSubscribed: false)
         }
@@ -312,39 +315,5 @@ final class InvalidationSubscriber: Sendable {
         let maximum = max(minimum, configuration.maxReconnectDelay.storeNanoseconds)
         let doubled = minimum.multipliedReportingOverflow(by: Int64(1) << Int64(min(failures - 1, 30)))
         return UInt64(doubled.overflow ? maximum : min(maximum, doubled.partialValue))
-    }
-}
-
-extension HiredisConnection {
-    /// Queues `command` in the output buffer without writing it.
-    func append(_ command: RESPCommand) -> CacheStoreError? {
-        let status = command.bytes.withUnsafeBytes { bytes in
-            redisAppendFormattedCommand(context, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count)
-        }
-        return status == REDIS_OK ? nil : CacheStoreError(.unreachable, "cannot queue a command: \(errorText)")
-    }
-
-    /// Writes the whole output buffer (blocking, within the socket timeout).
-    func flushOutput() -> CacheStoreError? {
-        var done: Int32 = 0
-        while done == 0 {
-            if redisBufferWrite(context, &done) != REDIS_OK { return contextError(errno: errno) }
-        }
-        return nil
-    }
-
-    /// Reads once from the socket into the reply reader. Blocks when nothing is there: call it when `poll(2)`
-    /// says the socket is readable.
-    func readInput() -> CacheStoreError? {
-        redisBufferRead(context) == REDIS_OK ? nil : contextError(errno: errno)
-    }
-
-    /// The next complete reply among the bytes already read, or nil when they hold none.
-    func bufferedReply() -> Result<RESPReply?, CacheStoreError> {
-        var raw: UnsafeMutableRawPointer?
-        guard redisGetReplyFromReader(context, &raw) == REDIS_OK else { return .failure(contextError(errno: errno)) }
-        guard let raw else { return .success(nil) }
-        defer { freeReplyObject(raw) }
-        return Self.copy(raw.assumingMemoryBound(to: redisReply.self)).map(Optional.some)
     }
 }

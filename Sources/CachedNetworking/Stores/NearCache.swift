@@ -299,13 +299,16 @@ final class TrackingChannel: RESPConnectionHook, InvalidationListener, Sendable 
 
     private let core: NearCacheCore
     private let configuration: RESPStore.Configuration
+    private let tlsContext: StoreTLSContext?
     private let state = Mutex(State())
     /// `state.generation`, readable without the lock.
     private let generation = Atomic<UInt64>(0)
 
-    /// A channel to the server `configuration` names, feeding `core`. Call ``start()`` to subscribe.
-    init(configuration: RESPStore.Configuration, core: NearCacheCore) {
+    /// A channel to the server `configuration` names, feeding `core`, its subscriber connecting with the store's
+    /// TLS context when the store uses TLS. Call ``start()`` to subscribe.
+    init(configuration: RESPStore.Configuration, tlsContext: StoreTLSContext?, core: NearCacheCore) {
         self.configuration = configuration
+        self.tlsContext = tlsContext
         self.core = core
         core.register(self)
     }
@@ -313,7 +316,7 @@ final class TrackingChannel: RESPConnectionHook, InvalidationListener, Sendable 
     /// Starts the subscriber.
     func start() {
         let subscriber = InvalidationSubscriber(
-            configuration: configuration, healthCheckInterval: core.settings.healthCheckInterval,
+            configuration: configuration, tlsContext: tlsContext, healthCheckInterval: core.settings.healthCheckInterval,
             logger: core.logger, listener: self)
         state.withLock { $0.subscriber = subscriber }
     }

@@ -57,7 +57,13 @@ import NIOCore
 /// and with ``CacheStoreError/Kind/closed`` after ``shutdown()``. Wrap it in ``FailOpenStore`` to stop calling a
 /// cluster that keeps failing.
 ///
-/// TLS (`rediss+cluster://`) is not supported.
+/// ## TLS and users
+///
+/// `rediss+cluster://` (or ``Configuration/tls``) connects to every node over TLS (a cluster with
+/// `tls-cluster yes`, which announces its TLS ports), each node's certificate checked as ``RESPStore/TLS`` says;
+/// see ``RESPStore`` for how TLS works under hiredis. The user and password of the URL authenticate on every
+/// node; an ACL that refuses a command fails its calls with ``CacheStoreError/Kind/server`` (`NOPERM`), logged at
+/// warning level once per command name.
 public final class RESPClusterStore: CacheStore {
     /// The configuration the store was created with.
     public let configuration: Configuration
@@ -71,7 +77,8 @@ public final class RESPClusterStore: CacheStore {
     /// - Parameters:
     ///   - configuration: the seeds and the pools' settings.
     ///   - logger: where connection and topology events go (slot map changes and retries at debug, failed
-    ///     connection attempts and failed slot-map fetches at warning). Default: nowhere.
+    ///     connection attempts, failed slot-map fetches and commands the ACL refuses, once per command, at
+    ///     warning). Default: nowhere.
     ///   - metricsFactory: where the near cache's metrics go; nil for the factory bootstrapped in `MetricsSystem`.
     ///   - metricsDimensions: dimensions added to the near cache's metrics.
     public init(
@@ -100,7 +107,7 @@ public final class RESPClusterStore: CacheStore {
     ///   - commandTimeout: the longest one attempt of a call may wait on the socket. Default 1 second.
     ///   - retryTimeout: how long a call keeps retrying through resharding and failover. Default 2 seconds.
     ///   - logger: where connection and topology events go. Default: nowhere.
-    /// - Throws: ``RESPStore/ConfigurationError`` when the URL is malformed or asks for TLS.
+    /// - Throws: ``RESPStore/ConfigurationError`` when the URL is malformed.
     public convenience init(
         url: String,
         poolSize: Int = 4,

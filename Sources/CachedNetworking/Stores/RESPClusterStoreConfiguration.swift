@@ -12,7 +12,14 @@ extension RESPClusterStore {
         public var password: String?
         /// How many connections (each with its own thread) the store keeps to each master. Default 4.
         public var poolSize: Int
-        /// How long establishing a connection (TCP connect) may take. Default 1 second.
+        /// TLS for every connection to every node (the cluster's `tls-cluster yes`, with the nodes' TLS ports
+        /// announced); nil for plain TCP. A `rediss+cluster://` URL sets the defaults of ``RESPStore/TLS``: each
+        /// node's certificate is verified against the system's CAs and must be for the host the node is reached
+        /// at, which is the address the cluster announces (usually an IP address: give the certificates IP
+        /// addresses, or set ``RESPStore/TLS/serverName`` to a name every node's certificate has). Default nil.
+        public var tls: RESPStore.TLS?
+        /// How long establishing a connection may take: the TCP connect and, with ``tls``, the TLS handshake, each.
+        /// Default 1 second.
         public var connectTimeout: Duration
         /// How long one attempt of a command may wait: for its turn in the connection's queue, then for each read
         /// or write on the socket (see ``RESPStore/Configuration/commandTimeout``). Default 1 second.
@@ -45,10 +52,12 @@ extension RESPClusterStore {
         ///   - seeds: one or more nodes of the cluster.
         ///   - username: the user to authenticate as, with `password`.
         ///   - password: the password to authenticate with.
-        public init(seeds: [Node], username: String? = nil, password: String? = nil) {
+        ///   - tls: TLS settings; nil for plain TCP. Default nil.
+        public init(seeds: [Node], username: String? = nil, password: String? = nil, tls: RESPStore.TLS? = nil) {
             self.seeds = seeds
             self.username = username
             self.password = password
+            self.tls = tls
             self.poolSize = 4
             self.connectTimeout = .seconds(1)
             self.commandTimeout = .seconds(1)
@@ -61,15 +70,18 @@ extension RESPClusterStore {
             self.replyPolling = .microseconds(50)
         }
 
-        /// A configuration from a URL: `redis+cluster://[[user]:password@]host[:port][,host[:port]…]`.
+        /// A configuration from a URL: `redis+cluster://[[user]:password@]host[:port][,host[:port]…]`, or
+        /// `rediss+cluster://` for TLS.
         ///
         /// - `redis+cluster://10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000` — three seeds, no authentication;
         /// - `redis+cluster://:s3cret@cache-0.internal,cache-1.internal` — `AUTH s3cret` on every node, port 6379;
-        /// - `redis+cluster://app:s3cret@[::1]:7000` — `AUTH app s3cret`, an IPv6 seed.
+        /// - `redis+cluster://app:s3cret@[::1]:7000` — `AUTH app s3cret`, an IPv6 seed;
+        /// - `rediss+cluster://app:s3cret@10.0.0.1:7000,10.0.0.2:7000` — over TLS: ``tls`` is set to the defaults
+        ///   of ``RESPStore/TLS``.
         ///
         /// User and password are written and percent-encoded as in a `redis://` URL (see
         /// ``RESPStore/Configuration/init(url:)``). A path may only be empty or `/0`: a cluster has database 0
-        /// only. `rediss+cluster://` (TLS) is refused.
+        /// only.
         ///
         /// - Parameter url: the URL.
         /// - Throws: ``RESPStore/ConfigurationError`` naming what is wrong.
@@ -80,13 +92,10 @@ extension RESPClusterStore {
             }
             let scheme = url[..<schemeEnd.lowerBound].lowercased()
             switch scheme {
-            case "redis+cluster": break
-            case "rediss+cluster":
-                throw RESPStore.ConfigurationError(
-                    "TLS is not supported (\(shown) uses rediss+cluster://): connect with redis+cluster:// over a trusted network")
+            case "redis+cluster", "rediss+cluster": break
             default:
                 throw RESPStore.ConfigurationError(
-                    "unsupported scheme \(scheme.debugDescription) in \(shown): use redis+cluster://")
+                    "unsupported scheme \(scheme.debugDescription) in \(shown): use redis+cluster:// or rediss+cluster:// (TLS)")
             }
             var authority = url[schemeEnd.upperBound...]
             if let slash = authority.firstIndex(of: "/") {
@@ -119,13 +128,15 @@ extension RESPClusterStore {
                 password = single.password
                 seeds.append(Node(host: single.host, port: single.port))
             }
-            self.init(seeds: seeds, username: username, password: password)
+            self.init(
+                seeds: seeds, username: username, password: password,
+                tls: scheme == "rediss+cluster" ? RESPStore.TLS() : nil)
         }
 
         /// The configuration of the connection pool to `node`, with `poolSize` connections.
         func nodeConfiguration(_ node: Node, poolSize: Int) -> RESPStore.Configuration {
             var configuration = RESPStore.Configuration(
-                host: node.host, port: node.port, username: username, password: password)
+                host: node.host, port: node.port, username: username, password: password, tls: tls)
             configuration.poolSize = poolSize
             configuration.connectTimeout = connectTimeout
             configuration.commandTimeout = commandTimeout
@@ -139,12 +150,13 @@ extension RESPClusterStore {
 }
 
 extension RESPClusterStore.Configuration: CustomStringConvertible {
-    /// The seeds as a URL with the password masked, and the pool's settings (safe to log).
+    /// The seeds as a URL with the password masked, the TLS settings, and the pool's settings (safe to log).
     public var description: String {
         var userInfo = ""
         if password != nil { userInfo = "\(username ?? ""):***@" }
         let seedList = seeds.map(\.description).joined(separator: ",")
-        return "redis+cluster://\(userInfo)\(seedList) (pool \(poolSize) per master, connect timeout \(connectTimeout), "
+        return "\(tls == nil ? "redis" : "rediss")+cluster://\(userInfo)\(seedList) ("
+            + (tls.map { "\($0), " } ?? "") + "pool \(poolSize) per master, connect timeout \(connectTimeout), "
             + "command timeout \(commandTimeout), retry timeout \(retryTimeout), redirections \(maxRedirections), "
             + "pipeline depth \(maxPipelineDepth), reconnect delay \(minReconnectDelay)–\(maxReconnectDelay)"
             + (nearCache.map { ", \($0)" } ?? "") + ")"

@@ -28,7 +28,9 @@ import Darwin
 /// that arrives in time completes the call on the caller's thread without suspending it, with no hand-off to the
 /// connection's thread and back. Otherwise the call goes to the head of the connection's queue and the thread reads on from what
 /// arrived, and after several polls in a row that ran out the next calls skip polling for a while (a pause that doubles
-/// while polls keep running out).
+/// while polls keep running out). Over TLS both shortcuts work alike: the caller encrypts its command (up to
+/// ``TLSChannel/eagerWriteLimit`` bytes; larger ones are left to the thread) into the connection's TLS layer and
+/// sends what the socket takes; the thread sends the rest before it reads, and polling decrypts as it reads.
 ///
 /// Choosing a connection: an idle connected one first; else one that is disconnected and may try again (so
 /// the pool opens connections as load needs them, and retries after an outage); else the connected one with
@@ -81,6 +83,8 @@ final class RESPConnectionPool: @unchecked Sendable {
     }
 
     private let configuration: RESPStore.Configuration
+    /// The store's TLS context when ``RESPStore/Configuration/tls`` is set, shared with its other connections.
+    private let tlsContext: StoreTLSContext?
     private let logger: Logger
     /// Per-connection setup (the near cache's `CLIENT TRACKING`); nil for none.
     private let hook: (any RESPConnectionHook)?
@@ -107,8 +111,18 @@ final class RESPConnectionPool: @unchecked Sendable {
     /// Most bytes of commands written in one batch (at least one command is always sent).
     private static let batchByteLimit = 1 << 20
 
-    init(configuration: RESPStore.Configuration, logger: Logger, hook: (any RESPConnectionHook)? = nil) {
+    /// - Parameters:
+    ///   - configuration: the server and the pool's settings.
+    ///   - tlsContext: the store's TLS context when `configuration` asks for TLS (made once per store, so that
+    ///     its files are read once); nil makes one for this pool.
+    ///   - logger: where connection events go.
+    ///   - hook: per-connection setup, if any.
+    init(
+        configuration: RESPStore.Configuration, tlsContext: StoreTLSContext?, logger: Logger,
+        hook: (any RESPConnectionHook)? = nil
+    ) {
         self.configuration = configuration
+        self.tlsContext = tlsContext ?? configuration.tls.map(StoreTLSContext.init)
         self.logger = logger
         self.hook = hook
         self.pollNanoseconds = UInt64(clamping: max(.zero, configuration.replyPolling).storeNanoseconds)
@@ -223,9 +237,11 @@ final class RESPConnectionPool: @unchecked Sendable {
                 return CacheStoreError(.unreachable, "no connection to the server: \(lastConnectError.message)")
             }
             var request = Request(command: command, replies: max(1, replies), enqueuedAt: now, completion: call)
-            if hook == nil, slots[index].load == 0, slots[index].socket >= 0, case .connected = slots[index].state {
+            if hook == nil, slots[index].load == 0, slots[index].socket >= 0, case .connected = slots[index].state,
+                let connection = slots[index].connection
+            {
                 // The thread is not using its context, whose output buffer is empty: the bytes go out in order.
-                request.written = writeWithoutBlocking(command, to: slots[index].socket)
+                request.written = connection.writeWithoutBlocking(command)
             }
             slots[index].queue.append(request)
             lock.signal(index)
@@ -246,7 +262,7 @@ final class RESPConnectionPool: @unchecked Sendable {
     /// connection's thread, which reads on from what arrived.
     private func sendAndPoll(_ command: [UInt8], on connection: HiredisConnection, slot index: Int) -> PollOutcome {
         // Nothing else writes or reads this connection meanwhile: its thread waits until `callerOwned` is clear.
-        let written = writeWithoutBlocking(command, to: connection.socket)
+        let written = connection.writeWithoutBlocking(command)
         var reply: Result<RESPReply, CacheStoreError>?
         if written == command.count {
             reply = connection.pollReply(until: monotonicNanoseconds() &+ pollNanoseconds)
@@ -471,7 +487,7 @@ final class RESPConnectionPool: @unchecked Sendable {
         }
         let result: Result<HiredisConnection, CacheStoreError>
         if mayTry {
-            result = HiredisConnection.open(configuration)
+            result = HiredisConnection.open(configuration, tlsContext: tlsContext)
         } else {
             result = .failure(lock.withLock { lastConnectError })
         }
@@ -632,17 +648,6 @@ func monotonicNanoseconds() -> UInt64 {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
-}
-
-/// Writes as much of `bytes` to `socket` as fits without blocking (and without raising SIGPIPE); 0 on any error,
-/// which the connection's thread then meets itself. Always 0 where that cannot be done portably.
-private func writeWithoutBlocking(_ bytes: [UInt8], to socket: Int32) -> Int {
-    #if os(Linux) && canImport(Glibc)
-    let sent = bytes.withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL)) }
-    return max(0, sent)
-    #else
-    return 0
-    #endif
 }
 
 /// `shutdown(2)` both directions of `socket`: blocked reads and writes on it return at once.

@@ -134,7 +134,7 @@ extension RESPStore {
     /// `GET key` through the near cache (see ``NearCacheCore/get(_:pipeline:remote:)``).
     func nearCachedGet(_ key: String, _ nearCache: NearCacheCore) async throws(CacheStoreError) -> ByteBuffer? {
         try await nearCache.get(
-            key, pipeline: { (commands) throws(CacheStoreError) in try await pool.submit(pipeline: commands) },
+            key, pipeline: { (commands) throws(CacheStoreError) in try await submitNoted(commands) },
             remote: { () throws(CacheStoreError) in try await remoteGet(key) })
     }
 
@@ -145,8 +145,16 @@ extension RESPStore {
             keys, remote: { (keys) throws(CacheStoreError) in try await remoteGet(keys) },
             fetch: { (missing, ttlOf) throws(CacheStoreError) in
                 try await NearCacheCore.read(missing, ttlOf: ttlOf) { (commands) throws(CacheStoreError) in
-                    try await pool.submit(pipeline: commands)
+                    try await submitNoted(commands)
                 }
             })
+    }
+
+    /// The near cache's reads, pipelined on one connection; their replies, error replies included (ACL refusals
+    /// logged once).
+    private func submitNoted(_ commands: [RESPCommand]) async throws(CacheStoreError) -> [RESPReply] {
+        let replies = try await pool.submit(pipeline: commands)
+        errorReplies.note(replies, answering: commands)
+        return replies
     }
 }

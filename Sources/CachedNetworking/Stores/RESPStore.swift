@@ -50,7 +50,22 @@ import NIOCore
 /// connection subscribed to `__redis__:invalidate`). See ``NearCache`` for how it stays coherent and what it
 /// costs, and ``nearCacheStatistics`` for its counters.
 ///
-/// TLS (`rediss://`) is not supported.
+/// ## TLS
+///
+/// With a `rediss://` URL or ``Configuration/tls`` set, every connection (the pool's, and the near cache's
+/// invalidation connection) runs TLS, the server's certificate checked as ``TLS`` says: by default against the
+/// system's CAs and for the host connected to. hiredis still connects the socket and parses the replies; OpenSSL
+/// (through the system's `libssl`) encrypts and decrypts between them, on the same threads, with the same
+/// timeouts (``Configuration/connectTimeout`` bounds the handshake too) and the same shortcuts (the caller's own
+/// write and reply polling). A handshake that fails is ``CacheStoreError/Kind/unreachable`` with OpenSSL's reason
+/// (`TLS handshake with cache.internal:6380 failed: certificate verify failed: hostname mismatch`), and backs off
+/// as a refused connection does.
+///
+/// ## Users
+///
+/// `redis://user:password@host` authenticates as an ACL user (`AUTH user password`). A command the user's ACL
+/// refuses fails with ``CacheStoreError/Kind/server`` (`NOPERM …`), like any error reply (a cache fails open: the
+/// request goes to the origin), and is logged at warning level once per command name, not once per call.
 public final class RESPStore: CacheStore {
     /// The configuration the store was created with.
     public let configuration: Configuration
@@ -59,12 +74,15 @@ public final class RESPStore: CacheStore {
     /// The near cache and its invalidation channel, when ``Configuration/nearCache`` is set.
     let nearCache: NearCacheCore?
     private let trackingChannel: TrackingChannel?
+    /// Turns error replies into errors, and warns once per command the server's ACL refuses.
+    let errorReplies: ErrorReplyLog
 
     /// Creates a store for `configuration`. Connections are opened on first use; with a near cache, the
     /// invalidation connection at once.
     /// - Parameters:
     ///   - configuration: the server and the pool's settings.
-    ///   - logger: where connection events go (connects at debug, failed attempts at warning). Default: nowhere.
+    ///   - logger: where connection events go (connects at debug; failed attempts, and commands the server's ACL
+    ///     refuses, once per command, at warning). Default: nowhere.
     ///   - metricsFactory: where the near cache's metrics go; nil for the factory bootstrapped in `MetricsSystem`.
     ///   - metricsDimensions: dimensions added to the near cache's metrics.
     public init(
@@ -72,30 +90,34 @@ public final class RESPStore: CacheStore {
         metricsFactory: (any MetricsFactory)? = nil, metricsDimensions: [(String, String)] = []
     ) {
         self.configuration = configuration
+        self.errorReplies = ErrorReplyLog(logger: logger, username: configuration.username)
+        // Made once, so that the store's connections (and its near cache's subscriber) read the files once.
+        let tlsContext = StoreTLSContext.make(configuration.tls, logger: logger)
         if let settings = configuration.nearCache {
             let core = NearCacheCore(
                 settings: settings, logger: logger, metricsFactory: metricsFactory ?? MetricsSystem.factory,
                 metricsDimensions: metricsDimensions)
-            let channel = TrackingChannel(configuration: configuration, core: core)
+            let channel = TrackingChannel(configuration: configuration, tlsContext: tlsContext, core: core)
             self.nearCache = core
             self.trackingChannel = channel
-            self.pool = RESPConnectionPool(configuration: configuration, logger: logger, hook: channel)
+            self.pool = RESPConnectionPool(configuration: configuration, tlsContext: tlsContext, logger: logger, hook: channel)
             channel.start()
         } else {
             self.nearCache = nil
             self.trackingChannel = nil
-            self.pool = RESPConnectionPool(configuration: configuration, logger: logger)
+            self.pool = RESPConnectionPool(configuration: configuration, tlsContext: tlsContext, logger: logger)
         }
     }
 
-    /// Creates a store from a `redis://` URL (see ``Configuration/init(url:)``).
+    /// Creates a store from a `redis://` or `rediss://` URL (see ``Configuration/init(url:)``).
     /// - Parameters:
-    ///   - url: `redis://[[user]:password@]host[:port][/db]`.
+    ///   - url: `redis://[[user]:password@]host[:port][/db]`, or `rediss://…` for TLS with the defaults of
+    ///     ``TLS``.
     ///   - poolSize: connections (and threads) to keep. Default 4.
     ///   - connectTimeout: the longest a connection attempt may take. Default 1 second.
     ///   - commandTimeout: the longest a call may wait on the socket. Default 1 second.
     ///   - logger: where connection events go. Default: nowhere.
-    /// - Throws: ``ConfigurationError`` when the URL is malformed or asks for TLS.
+    /// - Throws: ``ConfigurationError`` when the URL is malformed.
     public convenience init(
         url: String,
         poolSize: Int = 4,
@@ -204,7 +226,7 @@ public final class RESPStore: CacheStore {
     /// Sends `command` on a pooled connection; an error reply becomes ``CacheStoreError/Kind/server``.
     func execute(_ command: RESPCommand) async throws(CacheStoreError) -> RESPReply {
         let reply = try await pool.submit(command.bytes).get()
-        if case .error(let text) = reply { throw CacheStoreError(.server, text) }
+        if case .error(let text) = reply { throw errorReplies.error(text, answering: command) }
         return reply
     }
 }

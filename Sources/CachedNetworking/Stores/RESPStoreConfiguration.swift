@@ -15,7 +15,12 @@ extension RESPStore {
         public var database: Int
         /// How many connections (each with its own thread) the store keeps. Default 4.
         public var poolSize: Int
-        /// How long establishing a connection (TCP connect) may take. Default 1 second.
+        /// TLS for every connection (the store's pool and its near cache's invalidation connection); nil for plain
+        /// TCP. A `rediss://` URL sets the defaults of ``RESPStore/TLS``: the server's certificate is verified
+        /// against the system's CAs and must be for ``host``. Default nil.
+        public var tls: RESPStore.TLS?
+        /// How long establishing a connection may take: the TCP connect and, with ``tls``, the TLS handshake, each.
+        /// Default 1 second.
         public var connectTimeout: Duration
         /// How long a command may wait: for its turn in the connection's queue, then for each read or write on
         /// the socket. A command that times out fails with ``CacheStoreError/Kind/timeout`` and its connection
@@ -47,14 +52,17 @@ extension RESPStore {
         ///   - username: the user to authenticate as, with `password`.
         ///   - password: the password to authenticate with.
         ///   - database: the database to select. Default 0.
+        ///   - tls: TLS settings; nil for plain TCP. Default nil.
         public init(
-            host: String, port: Int = 6379, username: String? = nil, password: String? = nil, database: Int = 0
+            host: String, port: Int = 6379, username: String? = nil, password: String? = nil, database: Int = 0,
+            tls: RESPStore.TLS? = nil
         ) {
             self.host = host
             self.port = port
             self.username = username
             self.password = password
             self.database = database
+            self.tls = tls
             self.poolSize = 4
             self.connectTimeout = .seconds(1)
             self.commandTimeout = .seconds(1)
@@ -65,16 +73,18 @@ extension RESPStore {
             self.replyPolling = .microseconds(50)
         }
 
-        /// A configuration from a URL: `redis://[[user]:password@]host[:port][/db]`.
+        /// A configuration from a URL: `redis://[[user]:password@]host[:port][/db]`, or `rediss://` for TLS.
         ///
         /// - `redis://cache.internal:6379` — no authentication, database 0;
         /// - `redis://:s3cret@cache.internal:6379/2` — `AUTH s3cret`, then `SELECT 2`;
-        /// - `redis://app:s3cret@cache.internal/2` — `AUTH app s3cret` (port 6379);
+        /// - `redis://app:s3cret@cache.internal/2` — `AUTH app s3cret` (port 6379), as the ACL user `app`;
         /// - `redis://s3cret@cache.internal` — without a colon the user-info is a password, as in `redis-cli -u`;
-        /// - `redis://[::1]:6380` — an IPv6 address in brackets.
+        /// - `redis://[::1]:6380` — an IPv6 address in brackets;
+        /// - `rediss://app:s3cret@cache.internal:6380` — the same over TLS: ``tls`` is set to the defaults of
+        ///   ``RESPStore/TLS`` (the server's certificate verified against the system's CAs, for
+        ///   `cache.internal`). Change ``tls`` afterwards for your own CA, a client certificate or another name.
         ///
-        /// User and password may be percent-encoded (`%40` for `@`). `rediss://` (TLS) is refused: this store
-        /// speaks plain TCP only.
+        /// User and password may be percent-encoded (`%40` for `@`).
         ///
         /// - Parameter url: the URL.
         /// - Throws: ``RESPStore/ConfigurationError`` naming what is wrong.
@@ -87,14 +97,12 @@ extension RESPStore {
             }
             let scheme = url[..<schemeEnd.lowerBound].lowercased()
             switch scheme {
-            case "redis": break
-            case "rediss":
-                throw ConfigurationError(
-                    "TLS is not supported (\(shown) uses rediss://): connect with redis:// over a trusted network")
-            case "redis+cluster":
-                throw ConfigurationError("\(shown) names a Redis Cluster: use RESPClusterStore for redis+cluster:// URLs")
+            case "redis", "rediss": break
+            case "redis+cluster", "rediss+cluster":
+                throw ConfigurationError("\(shown) names a Redis Cluster: use RESPClusterStore for \(scheme):// URLs")
             default:
-                throw ConfigurationError("unsupported scheme \(scheme.debugDescription) in \(shown): use redis://")
+                throw ConfigurationError(
+                    "unsupported scheme \(scheme.debugDescription) in \(shown): use redis:// or rediss:// (TLS)")
             }
             var rest = url[schemeEnd.upperBound...]
             if rest.contains("?") || rest.contains("#") {
@@ -152,7 +160,9 @@ extension RESPStore {
                 }
                 database = parsed
             }
-            self.init(host: String(host), port: port, username: username, password: password, database: database)
+            self.init(
+                host: String(host), port: port, username: username, password: password, database: database,
+                tls: scheme == "rediss" ? RESPStore.TLS() : nil)
         }
 
         /// `url` with any user-info replaced by `***`.
@@ -185,12 +195,13 @@ extension RESPStore {
 }
 
 extension RESPStore.Configuration: CustomStringConvertible {
-    /// The server as a URL with the password masked, and the pool's settings (safe to log).
+    /// The server as a URL with the password masked, the TLS settings, and the pool's settings (safe to log).
     public var description: String {
         var userInfo = ""
         if password != nil { userInfo = "\(username ?? ""):***@" }
         let shownHost = host.contains(":") ? "[\(host)]" : host
-        return "redis://\(userInfo)\(shownHost):\(port)/\(database) (pool \(poolSize), connect timeout \(connectTimeout), "
+        return "\(tls == nil ? "redis" : "rediss")://\(userInfo)\(shownHost):\(port)/\(database) ("
+            + (tls.map { "\($0), " } ?? "") + "pool \(poolSize), connect timeout \(connectTimeout), "
             + "command timeout \(commandTimeout), pipeline depth \(maxPipelineDepth), "
             + "reconnect delay \(minReconnectDelay)–\(maxReconnectDelay)"
             + (nearCache.map { ", \($0)" } ?? "") + ")"

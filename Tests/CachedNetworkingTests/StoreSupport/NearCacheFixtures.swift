@@ -61,7 +61,8 @@ func killClients(of server: ServerProcess, type: String, sourceLocation: SourceL
         sourceLocation: sourceLocation)
 }
 
-/// A store on `port` with a near cache, settings for tests (short reconnect delays, generous timeouts).
+/// A store on `port` with a near cache, settings for tests (short reconnect delays, generous timeouts); over TLS to
+/// `localhost` with `tls`.
 func nearCacheStore(
     port: Int,
     mode: RESPStore.NearCache.Mode = .default,
@@ -72,9 +73,11 @@ func nearCacheStore(
     metrics: (any MetricsFactory)? = nil,
     logger: Logger = RESPStore.disabledLogger,
     username: String? = nil,
-    password: String? = nil
+    password: String? = nil,
+    tls: RESPStore.TLS? = nil
 ) -> RESPStore {
-    var configuration = RESPStore.Configuration(host: "127.0.0.1", port: port, username: username, password: password)
+    var configuration = RESPStore.Configuration(
+        host: tls == nil ? "127.0.0.1" : "localhost", port: port, username: username, password: password, tls: tls)
     configuration.poolSize = poolSize
     configuration.commandTimeout = .seconds(5)
     configuration.minReconnectDelay = .milliseconds(20)
@@ -85,9 +88,9 @@ func nearCacheStore(
     return RESPStore(configuration: configuration, logger: logger, metricsFactory: metrics ?? TestMetrics())
 }
 
-/// A store on `port` without a near cache (a plain writer).
-func plainStore(port: Int) -> RESPStore {
-    var configuration = RESPStore.Configuration(host: "127.0.0.1", port: port)
+/// A store on `port` without a near cache (a plain writer); over TLS to `localhost` with `tls`.
+func plainStore(port: Int, tls: RESPStore.TLS? = nil) -> RESPStore {
+    var configuration = RESPStore.Configuration(host: tls == nil ? "127.0.0.1" : "localhost", port: port, tls: tls)
     configuration.commandTimeout = .seconds(5)
     return RESPStore(configuration: configuration)
 }

@@ -27,14 +27,27 @@ enum StoreUnderTest: String, CaseIterable, Sendable, CustomTestStringConvertible
 
 /// The servers the contract suite shares: one `cached-server` and one `redis-server`, started when the suite
 /// begins and stopped when it ends. A server that could not start fails only the tests that use it.
+///
+/// With `tls`, the servers listen on a TLS port only (``ServerProcess/port`` is that port), with the shared
+/// ``TestCertificates`` (for `localhost` and 127.0.0.1) and client certificates optional: nothing a store does
+/// can go around TLS.
 struct LiveServersTrait: SuiteTrait, TestScoping {
+    var tls = false
+
     final class Servers: Sendable {
         let cached: Result<ServerProcess, TestEnvironmentError>
         let redis: Result<ServerProcess, TestEnvironmentError>
 
-        init() {
+        init(tls: Bool) {
+            func launch(_ kind: ServerProcess.Kind) throws -> ServerProcess {
+                guard tls else { return try ServerProcess.start(kind) }
+                return try ServerProcess.startTLS(
+                    kind, certificates: try TestCertificates.shared(), arguments: ["--tls-auth-clients", "optional"],
+                    plain: false
+                ).server
+            }
             func start(_ kind: ServerProcess.Kind) -> Result<ServerProcess, TestEnvironmentError> {
-                do { return .success(try ServerProcess.start(kind)) } catch let error as TestEnvironmentError {
+                do { return .success(try launch(kind)) } catch let error as TestEnvironmentError {
                     return .failure(error)
                 } catch {
                     return .failure(TestEnvironmentError("\(kind.rawValue): \(error)"))
@@ -59,7 +72,7 @@ struct LiveServersTrait: SuiteTrait, TestScoping {
     func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        let servers = try await offThread { Servers() }
+        let servers = try await offThread { [tls] in Servers(tls: tls) }
         do {
             try await Self.$current.withValue(servers) { try await function() }
         } catch {
@@ -81,6 +94,9 @@ struct LiveServersTrait: SuiteTrait, TestScoping {
 extension Trait where Self == LiveServersTrait {
     /// Starts a `cached-server` and a `redis-server` for the suite.
     static var liveServers: Self { LiveServersTrait() }
+
+    /// Starts a `cached-server` and a `redis-server` for the suite, each listening on a TLS port only.
+    static var liveTLSServers: Self { LiveServersTrait(tls: true) }
 }
 
 /// Runs `body` with a fresh store of `kind`, and shuts the store down afterwards.
@@ -101,9 +117,35 @@ func withStore<T>(
         var configuration = try RESPStore.Configuration(url: "redis://127.0.0.1:\(server.port)")
         configuration.commandTimeout = .seconds(5)
         configure(&configuration)
-        fixture = ContractStore(
-            store: RESPStore(configuration: configuration), prefix: "test:\(UUID().uuidString):", advanceClock: nil)
+        return try await withRESPStore(configuration, body)
     }
+    return try await withContractStore(fixture, body)
+}
+
+extension RESPStore.Configuration {
+    /// The configuration with these timeouts and short reconnect delays (20 ms, up to 200 ms), for tests.
+    func forTests(connectTimeout: Duration, commandTimeout: Duration) -> Self {
+        var configuration = self
+        configuration.connectTimeout = connectTimeout
+        configuration.commandTimeout = commandTimeout
+        configuration.minReconnectDelay = .milliseconds(20)
+        configuration.maxReconnectDelay = .milliseconds(200)
+        return configuration
+    }
+}
+
+/// Runs `body` with a fresh ``RESPStore`` for `configuration` and a key prefix of its own, and shuts the store
+/// down afterwards.
+func withRESPStore<T>(
+    _ configuration: RESPStore.Configuration, _ body: (ContractStore) async throws -> T
+) async throws -> T {
+    try await withContractStore(
+        ContractStore(store: RESPStore(configuration: configuration), prefix: "test:\(UUID().uuidString):", advanceClock: nil),
+        body)
+}
+
+/// Runs `body` with `fixture`, and shuts its store down however `body` ends.
+private func withContractStore<T>(_ fixture: ContractStore, _ body: (ContractStore) async throws -> T) async throws -> T {
     do {
         let result = try await body(fixture)
         await fixture.store.shutdown()

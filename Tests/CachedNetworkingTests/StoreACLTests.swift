@@ -8,17 +8,19 @@ import Testing
 
 @testable import CachedNetworking
 
-/// ACL users named in the store's URL, against `redis-server` (whose ACLs are the reference): a user confined to
-/// its own keys, over plain TCP and over TLS. A command the ACL refuses fails with `NOPERM` like any error reply,
+/// ACL users named in the store's URL, against `redis-server` (whose ACLs are the reference) and `cached-server`:
+/// a user confined to its own keys, over plain TCP and over TLS. A command the ACL refuses fails with `NOPERM` like any error reply,
 /// the cache fails open, and the store warns once per command name.
 @Suite("RESPStore with an ACL user")
 struct StoreACLTests {
-    /// A redis-server with a TLS port (no client certificates asked for) and `svc-a`, who may use every command
+    static let kinds: [ServerProcess.Kind] = [.redis, .cached]
+
+    /// A server of `kind` with a TLS port (no client certificates asked for) and `svc-a`, who may use every command
     /// but FLUSHALL, on keys under `svc-a:` only; and the store's URL as `svc-a` with `password`.
-    func start(tls: Bool, password: String = "secret") async throws -> (ServerProcess, RESPStore.Configuration) {
+    func start(_ kind: ServerProcess.Kind, tls: Bool, password: String = "secret") async throws -> (ServerProcess, RESPStore.Configuration) {
         let certificates = try TestCertificates.shared()
         let (server, tlsPort) = try await offThread {
-            try ServerProcess.startTLS(.redis, certificates: certificates, arguments: ["--tls-auth-clients", "no"])
+            try ServerProcess.startTLS(kind, certificates: certificates, arguments: ["--tls-auth-clients", "no"])
         }
         let set = try await offThread {
             try ExternalProgram.redisCli.run(
@@ -36,9 +38,9 @@ struct StoreACLTests {
     /// The warnings about ACL refusals in `log`.
     func refusals(_ log: CapturedLog) -> [String] { log.warnings.filter { $0.contains("ACL refuses") } }
 
-    @Test("the user's own keys work; other keys fail with NOPERM, warned once per command", arguments: [false, true])
-    func confinedUser(tls: Bool) async throws {
-        let (server, configuration) = try await start(tls: tls)
+    @Test("the user's own keys work; other keys fail with NOPERM, warned once per command", arguments: kinds, [false, true])
+    func confinedUser(_ kind: ServerProcess.Kind, tls: Bool) async throws {
+        let (server, configuration) = try await start(kind, tls: tls)
         let log = CapturedLog()
         let store = RESPStore(configuration: configuration, logger: log.logger)
         try await store.set("svc-a:k", to: ByteBuffer(string: "mine"), ttl: .seconds(60))
@@ -70,9 +72,9 @@ struct StoreACLTests {
     }
 
     @Test("a cache whose namespace the user may not touch fails open to the origin; its own namespace hits",
-          arguments: [false, true])
-    func cacheFailsOpen(tls: Bool) async throws {
-        let (server, configuration) = try await start(tls: tls)
+          arguments: kinds, [false, true])
+    func cacheFailsOpen(_ kind: ServerProcess.Kind, tls: Bool) async throws {
+        let (server, configuration) = try await start(kind, tls: tls)
         let log = CapturedLog()
         let store = RESPStore(configuration: configuration, logger: log.logger)
         let url = "https://api.example.com/items"
@@ -106,9 +108,9 @@ struct StoreACLTests {
     }
 
     @Test("the near cache works for a confined user given the invalidation channel, as docs/sdk.md says",
-          arguments: [false, true])
-    func nearCacheForAConfinedUser(tls: Bool) async throws {
-        let (server, configuration) = try await start(tls: tls)
+          arguments: kinds, [false, true])
+    func nearCacheForAConfinedUser(_ kind: ServerProcess.Kind, tls: Bool) async throws {
+        let (server, configuration) = try await start(kind, tls: tls)
         let rule = ["ACL", "SETUSER", "svc-a", "&__redis__:invalidate"]
         let set = try await offThread { try ExternalProgram.redisCli.run(["-p", String(server.port)] + rule) }
         #expect(set.standardOutput == "OK\n", "\(set.summary)")
@@ -124,9 +126,57 @@ struct StoreACLTests {
         _ = try await offThread { server.stop() }
     }
 
-    @Test("a wrong password, or a user switched off, fails with the server's words", arguments: [false, true])
-    func refusedUser(tls: Bool) async throws {
-        let (server, wrong) = try await start(tls: tls, password: "nope")
+    /// The `user svc-a ...` line docs/operations.md gives a service of the SDK, as ACL SETUSER arguments.
+    static func documentedServiceRules() throws -> [String] {
+        let document = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/operations.md")
+        let text = try String(contentsOf: document, encoding: .utf8)
+        let line = try #require(
+            text.split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix("user svc-a on >") })
+        return line.split(separator: " ").dropFirst(2).map(String.init)
+    }
+
+    @Test("the user docs/operations.md gives a service is all the SDK needs: cache, invalidation, near cache",
+          arguments: kinds, [false, true])
+    func documentedServiceUser(_ kind: ServerProcess.Kind, tls: Bool) async throws {
+        let (server, base) = try await start(kind, tls: tls)
+        let rules = try Self.documentedServiceRules().map { $0.hasPrefix(">") ? ">secret" : $0 }
+        let set = try await offThread {
+            try ExternalProgram.redisCli.run(["-p", String(server.port), "ACL", "SETUSER", "svc-a", "reset"] + rules)
+        }
+        #expect(set.standardOutput == "OK\n", "\(set.summary)")
+        var configuration = base
+        configuration.nearCache = RESPStore.NearCache(maxBytes: 1 << 20)
+        let log = CapturedLog()
+        let store = RESPStore(configuration: configuration, logger: log.logger)
+        try await store.waitUntilFilling()
+        let url = "https://api.example.com/items"
+        let transport = FakeHTTPTransport()
+        transport.script(url, replies: [.init(headerFields: [.cacheControl: "max-age=600"], body: "fresh")])
+        let request = HTTPRequest(method: .get, scheme: "https", authority: "api.example.com", path: "/items")
+        var settings = CachedNetworking.Configuration()
+        settings.namespace = "svc-a"
+        settings.storeTimeout = .seconds(5)
+        let cache = CachedNetworking(store: store, transport: transport, configuration: settings)
+        #expect(try await cache.run(request).text == "fresh")
+        #expect(try await cache.run(request).cacheStatus.hit)
+        try await cache.invalidateAll()
+        #expect(try await cache.run(request).text == "fresh")
+        #expect(transport.requestCount(for: url) == 2)
+        try await store.set("svc-a:near", to: ByteBuffer(string: "kept"), ttl: .seconds(60))
+        #expect(try await store.readUntilNearHit("svc-a:near")?.text == "kept")
+        #expect(store.near.disabledReason == nil, "\(store.near)")
+        #expect(refusals(log).isEmpty && store.errorReplies.warnedCommands.isEmpty, "\(log.warnings)")
+        // Another service's keys stay out of reach.
+        let error = await storeError { () async throws(CacheStoreError) in _ = try await store.get("svc-b:k") }
+        #expect(error?.message.hasPrefix("NOPERM") == true, "\(String(describing: error))")
+        await store.shutdown()
+        _ = try await offThread { server.stop() }
+    }
+
+    @Test("a wrong password, or a user switched off, fails with the server's words", arguments: kinds, [false, true])
+    func refusedUser(_ kind: ServerProcess.Kind, tls: Bool) async throws {
+        let (server, wrong) = try await start(kind, tls: tls, password: "nope")
         let store = RESPStore(configuration: wrong)
         let error = await storeError { () async throws(CacheStoreError) in try await store.ping() }
         #expect(error?.kind == .server)

@@ -99,6 +99,42 @@ struct AclUserTests {
         #expect(remaining.contains(bystander.id) && remaining.contains(h.session.id))
     }
 
+    @Test("a connection still holding a deleted user may only authenticate again")
+    func deletedUserIsRevoked() {
+        let h = Harness()
+        h.run("ACL", "SETUSER", "svc", "on", "nopass", "+@all", "~*")
+        let svc = h.newSession()
+        #expect(h.run("AUTH", "svc", "x", as: svc) == .simple("OK"))
+        let held = svc.user
+        #expect(h.run("ACL", "DELUSER", "svc") == .integer(1))
+        // As if its pipelined commands were still running, or its AUTH raced the deletion.
+        svc.user = held
+        #expect(h.run("GET", "k", as: svc) == .error("NOPERM this user has no permissions to run the 'get' command"))
+        #expect(h.run("AUTH", "svc", "x", as: svc) == .error("WRONGPASS invalid username-password pair or user is disabled."))
+        #expect(h.run("AUTH", "default", "x", as: svc) == .simple("OK"))
+        #expect(h.run("GET", "k", as: svc) == .nullBulkString)
+    }
+
+    @Test("subscribers to channels a rule change takes away are closed; the others stay")
+    func revokedChannelsCloseSubscribers() {
+        let h = Harness()
+        h.run("ACL", "SETUSER", "bob", "on", "nopass", "+@all", "~*", "&*")
+        let payroll = h.newSession()
+        let public_ = h.newSession()
+        let patterns = h.newSession()
+        for session in [payroll, public_, patterns] { h.run("AUTH", "bob", "x", as: session) }
+        h.run("SUBSCRIBE", "payroll", as: payroll)
+        h.run("SUBSCRIBE", "public", as: public_)
+        h.run("PSUBSCRIBE", "pub*", as: patterns)
+        #expect(h.run("ACL", "SETUSER", "bob", "resetchannels", "&public", "&pub*") == .simple("OK"))
+        var ids = Set(h.server.clients.all.map(\.id))
+        #expect(!ids.contains(payroll.id) && ids.contains(public_.id) && ids.contains(patterns.id))
+        // A pattern subscription needs the pattern itself, not a pattern that matches it.
+        #expect(h.run("ACL", "SETUSER", "bob", "resetchannels", "&public", "&p*") == .simple("OK"))
+        ids = Set(h.server.clients.all.map(\.id))
+        #expect(ids.contains(public_.id) && !ids.contains(patterns.id))
+    }
+
     @Test("enable-protected-configs: no refuses, yes allows, local allows loopback and Unix socket clients only")
     func protectedConfigs() {
         for (setting, local, allowed) in [("no", true, false), ("yes", false, true), ("local", true, true), ("local", false, false)] {

@@ -102,6 +102,15 @@ struct AclUsersLiveTests {
                 == .array([.error(
                     "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: no permission to touch the specified keys"
                 )]))
+        // A subscriber whose channel is taken away is closed, as Redis does.
+        let subscriber = try server.connect()
+        #expect(try subscriber.command("AUTH", "svc-a", "pw") == .ok)
+        guard case .array = try subscriber.command("SUBSCRIBE", "__redis__:invalidate") else {
+            Issue.record("SUBSCRIBE did not answer with a confirmation")
+            return
+        }
+        #expect(try admin.command("ACL", "SETUSER", "svc-a", "resetchannels") == .ok)
+        #expect(throws: (any Error).self) { try subscriber.reply() }
         let other = try server.connect()
         #expect(try other.command("AUTH", "svc-a", "pw") == .ok)
         #expect(try admin.command("ACL", "DELUSER", "svc-a") == .integer(1))

@@ -66,6 +66,15 @@ extension AclUserRules {
     }
 }
 
+extension AclUserRules {
+    /// Whether one of the user's selectors allows the channel (or, with `pattern`, the pattern subscription).
+    package func allowsChannel(_ channel: [UInt8], pattern: Bool) -> Bool {
+        channel.withUnsafeBytes { bytes in
+            ([root] + selectors).contains { $0.allChannels || $0.allowsChannel(bytes, pattern: pattern) }
+        }
+    }
+}
+
 extension AclSelector {
     func check(_ index: Int, sub: Int?, _ arguments: Arguments, table: CommandTable) -> AclDenial? {
         let container = table.commands[index]
@@ -107,7 +116,7 @@ extension AclSelector {
 
     /// A channel is allowed when a pattern matches it; a pattern subscription only when it is one of the
     /// patterns, as written.
-    private func allowsChannel(_ channel: UnsafeRawBufferPointer, pattern: Bool) -> Bool {
+    func allowsChannel(_ channel: UnsafeRawBufferPointer, pattern: Bool) -> Bool {
         channels.contains { allowed in
             pattern
                 ? allowed.elementsEqual(channel)

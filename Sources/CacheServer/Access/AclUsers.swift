@@ -17,10 +17,19 @@ package final class AclUser: Sendable {
 
     package var rules: AclUserRules { state.withLock { $0 } }
 
+    /// Replaces the rules; the flag that decides whether commands are checked changes with them, under the
+    /// same lock, so that no reader sees new rules with an old flag for long.
     func replace(_ rules: AclUserRules, table: CommandTable) {
-        state.withLock { $0 = rules }
-        restricted.store(!rules.isUnrestricted(table: table), ordering: .relaxed)
+        state.withLock {
+            $0 = rules
+            restricted.store(!rules.isUnrestricted(table: table), ordering: .relaxed)
+        }
     }
+
+    /// A user that ACL DELUSER or ACL LOAD removed: off, and allowed nothing, so that a connection still
+    /// holding it (one that authenticated as it a moment before it went, or whose pipelined commands are still
+    /// running) can do nothing but authenticate again before it is closed.
+    func revoke(table: CommandTable) { replace(AclUserRules(table: table), table: table) }
 
     /// Whether the user's commands are checked: false for a user who may run every command on every key and
     /// channel, as `default` may unless told otherwise. One relaxed load on every command.
@@ -71,22 +80,25 @@ package final class AclUsers: Sendable {
         } catch {
             throw RefusedRule(rule: [], error: error)
         }
-        let existing = user(named: name)
-        var updated = existing?.rules ?? AclUserRules(table: table, allChannels: pubsubDefaultAll)
-        for rule in merged {
-            do throws(AclRuleError) {
-                try updated.apply(rule, table: table, pubsubDefaultAll: pubsubDefaultAll)
-            } catch {
-                throw RefusedRule(rule: rule, error: error)
+        // Read, changed and stored under the users' lock: two changes at once cannot lose one.
+        let result: Result<AclUser, RefusedRule> = users.withLock { users in
+            var updated = users[name]?.rules ?? AclUserRules(table: table, allChannels: pubsubDefaultAll)
+            for rule in merged {
+                do throws(AclRuleError) {
+                    try updated.apply(rule, table: table, pubsubDefaultAll: pubsubDefaultAll)
+                } catch {
+                    return .failure(RefusedRule(rule: rule, error: error))
+                }
             }
-        }
-        users.withLock { users in
             if let current = users[name] {
                 current.replace(updated, table: table)
-            } else {
-                users[name] = AclUser(name: name, rules: updated, table: table)
+                return .success(current)
             }
+            let created = AclUser(name: name, rules: updated, table: table)
+            users[name] = created
+            return .success(created)
         }
+        _ = try result.get()
         if name == "default" { noteDefault() }
     }
 
@@ -98,17 +110,23 @@ package final class AclUsers: Sendable {
 
     /// Sets `default`'s password as `requirepass` does: its passwords replaced by this one, or `nopass`.
     package func setDefaultPassword(_ password: String) {
-        var rules = defaultUser.rules
-        rules.passwords = []
-        rules.noPassword = password.isEmpty
-        if !password.isEmpty { rules.passwords = [SHA256.hexDigest(password.utf8)] }
-        defaultUser.replace(rules, table: table)
+        users.withLock { _ in
+            var rules = defaultUser.rules
+            rules.passwords = []
+            rules.noPassword = password.isEmpty
+            if !password.isEmpty { rules.passwords = [SHA256.hexDigest(password.utf8)] }
+            defaultUser.replace(rules, table: table)
+        }
         noteDefault()
     }
 
-    /// ACL DELUSER: removes the users named (never `default`), returning those that existed.
+    /// ACL DELUSER: removes the users named (never `default`), returning those that existed, revoked.
     package func delete(_ names: [String]) -> [AclUser] {
-        users.withLock { users in names.compactMap { users.removeValue(forKey: $0) } }
+        users.withLock { users in
+            let removed = names.compactMap { users.removeValue(forKey: $0) }
+            for user in removed { user.revoke(table: table) }
+            return removed
+        }
     }
 
     /// ACL LOAD and startup: replaces every user by those given. `default` keeps its identity (its
@@ -117,6 +135,7 @@ package final class AclUsers: Sendable {
     package func replaceAll(with given: [(name: String, rules: AclUserRules)]) -> [AclUser] {
         let gone: [AclUser] = users.withLock { users in
             let old = users.values.filter { $0 !== defaultUser }
+            for user in old { user.revoke(table: table) }
             users = ["default": defaultUser]
             defaultUser.replace(.unrestricted(table: table), table: table)
             for (name, rules) in given {
@@ -239,6 +258,22 @@ package final class AclUsers: Sendable {
             parsed.append((name, user))
         }
         return parsed
+    }
+
+    /// The ACL file's text, or why it cannot be read (the system's words).
+    package static func readFile(_ path: String) -> Result<String, LoadError> {
+        guard let file = fopen(path, "r") else { return .failure(LoadError(description: String(cString: strerror(errno)))) }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = fread(&chunk, 1, chunk.count, file)
+            bytes += chunk.prefix(count)
+            if count < chunk.count {
+                if ferror(file) != 0 { return .failure(LoadError(description: String(cString: strerror(errno)))) }
+                return .success(String(decoding: bytes, as: UTF8.self))
+            }
+        }
     }
 
     /// ACL SAVE: every user's line, written to a temporary file then renamed over `path`.

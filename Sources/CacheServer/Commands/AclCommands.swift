@@ -78,6 +78,7 @@ enum AclCommands {
         let rules = (3..<a.count).map { a.bytes($0) }
         do throws(AclUsers.RefusedRule) {
             try c.server.users.setUser(name, rules: rules, pubsubDefaultAll: c.server.config.aclPubsubDefault == .allchannels)
+            if let user = c.server.users.user(named: name) { closeSubscribersNoLongerAllowed(user, server: c.server) }
             c.ok()
         } catch {
             if case .unmatchedParenthesis = error.error { return c.error("ERR \(error.error.message)") }
@@ -107,6 +108,22 @@ enum AclCommands {
         }
     }
 
+    /// As Redis: the connections of `user` subscribed to a channel or pattern its rules no longer allow are
+    /// closed (each checked on its own event loop, a moment later).
+    static func closeSubscribersNoLongerAllowed(_ user: AclUser, server: ServerState) {
+        for session in server.clients.all where session.isSubscribed && session.currentUser === user {
+            session.onEventLoop {
+                guard session.user === user else { return }
+                let rules = user.rules
+                guard session.channels.contains(where: { !rules.allowsChannel($0, pattern: false) })
+                    || session.patterns.contains(where: { !rules.allowsChannel($0, pattern: true) })
+                else { return }
+                server.clients.remove(session.id)
+                session.close()
+            }
+        }
+    }
+
     /// ACL LOAD and ACL SAVE, with `aclfile`.
     static func file(_ c: inout CommandContext, load: Bool) {
         let path = c.server.config.aclFile
@@ -117,14 +134,16 @@ enum AclCommands {
         }
         let users = c.server.users
         if load {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                return c.error("ERR Error loading ACLs, opening file '\(path)': \(String(cString: strerror(errno)))")
+            let contents: String
+            switch AclUsers.readFile(path) {
+            case .success(let text): contents = text
+            case .failure(let reason): return c.error("ERR Error loading ACLs, opening file '\(path)': \(reason)")
             }
             do throws(AclUsers.LoadError) {
                 let parsed = try users.parse(
-                    file: String(decoding: data, as: UTF8.self), path: path,
-                    pubsubDefaultAll: c.server.config.aclPubsubDefault == .allchannels)
+                    file: contents, path: path, pubsubDefaultAll: c.server.config.aclPubsubDefault == .allchannels)
                 disconnect(users.replaceAll(with: parsed), c)
+                closeSubscribersNoLongerAllowed(users.defaultUser, server: c.server)
                 c.ok()
             } catch {
                 c.error("ERR \(error.description)")

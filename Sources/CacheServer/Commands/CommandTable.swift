@@ -144,12 +144,11 @@ package struct CommandSpec: Sendable {
     package func keyPositions(in arguments: Arguments) -> [(position: Int, access: KeyAccess)] {
         guard firstKey > 0 && firstKey < arguments.count else { return [] }
         var positions: [(Int, KeyAccess)] = []
-        if flags.contains(.movableKeys) && originalName == "migrate" && arguments[firstKey].isEmpty {
-            // MIGRATE host port "" db timeout [COPY] [REPLACE] [AUTH ...] KEYS key [key ...]
-            var j = 6
-            while j < arguments.count && !arguments.matches(j, "keys") { j += 1 }
-            for k in stride(from: j + 1, to: arguments.count, by: 1) { positions.append((k, keyAccess.first)) }
-            return positions
+        if flags.contains(.movableKeys) && originalName == "migrate" {
+            // MIGRATE host port key|"" db timeout [COPY] [REPLACE] [AUTH ...] [KEYS key ...], as COMMAND GETKEYS
+            // finds them.
+            let keys = MigrateCommand.keyPositions(arguments, offset: 0, count: arguments.count) ?? []
+            return keys.map { ($0, keyAccess.first) }
         }
         let last = lastKey < 0 ? arguments.count + lastKey : min(lastKey, arguments.count - 1)
         var first = keyAccess.first

@@ -124,6 +124,11 @@ package final class ClientSession: @unchecked Sendable {
         self.channel = channel
     }
 
+    /// Runs `body` on the connection's event loop (at once for a session without a connection, as in tests).
+    package func onEventLoop(_ body: @escaping @Sendable () -> Void) {
+        if let channel { channel.eventLoop.execute(body) } else { body() }
+    }
+
     /// Closes the connection now, from any thread (CLIENT KILL).
     package func close() {
         channel?.close(promise: nil)

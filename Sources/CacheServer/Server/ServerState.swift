@@ -136,13 +136,15 @@ package final class ServerState: Sendable {
             throw AclSetupError(description: "\(error.description). Critical error while loading ACLs. Exiting.")
         }
         if !config.aclFile.isEmpty {
-            guard let data = FileManager.default.contents(atPath: config.aclFile) else {
+            let contents: String
+            switch AclUsers.readFile(config.aclFile) {
+            case .success(let text): contents = text
+            case .failure(let reason):
                 throw AclSetupError(
-                    description: "Aborting Redis startup because of ACL errors: Error loading ACLs, opening file '\(config.aclFile)': \(String(cString: strerror(errno)))")
+                    description: "Aborting Redis startup because of ACL errors: Error loading ACLs, opening file '\(config.aclFile)': \(reason)")
             }
             do throws(AclUsers.LoadError) {
-                let parsed = try users.parse(
-                    file: String(decoding: data, as: UTF8.self), path: config.aclFile, pubsubDefaultAll: allChannels)
+                let parsed = try users.parse(file: contents, path: config.aclFile, pubsubDefaultAll: allChannels)
                 _ = users.replaceAll(with: parsed)
             } catch {
                 throw AclSetupError(description: "Aborting Redis startup because of ACL errors: \(error.description)")

@@ -80,6 +80,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         self.output = ByteBuffer()
         self.limitsGeneration = server.limitsGeneration
         (self.limits, self.queryBufferLimit, self.outputLimits) = server.requestLimits
+        tls?.upstream = self
     }
 
     package func channelActive(context: ChannelHandlerContext) {
@@ -205,7 +206,19 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var incoming = unwrapInboundIn(data)
+        read(unwrapInboundIn(data), context: context)
+    }
+
+    /// Plaintext from the TLS handler below, as ``channelRead(context:data:)`` would get it, without the trip
+    /// through the pipeline.
+    func receive(_ plaintext: ByteBuffer) {
+        guard let context else { return }
+        read(plaintext, context: context)
+    }
+
+    @inline(__always)
+    private func read(_ bytes: ByteBuffer, context: ChannelHandlerContext) {
+        var incoming = bytes
         guard !closing, let session else { return }
         // While this read's commands run, a transaction on another event loop waits (and the other way round).
         if let lane { server.transactions.enter(lane) }

@@ -132,7 +132,7 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 return 0
             }
             if outcome > 0 {
-                context.fireChannelRead(wrapInboundOut(inbound))
+                if let upstream { upstream.receive(inbound) } else { context.fireChannelRead(wrapInboundOut(inbound)) }
                 // Another read would only say it needs input (one call fewer per request).
                 if !connection.mayRead { return }
                 continue
@@ -159,6 +159,10 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if announced { context.fireChannelReadComplete() }
         if peerClosed && !closing { context.close(promise: nil) }
     }
+
+    /// The connection handler above, which plaintext is handed to directly. Both live in the channel's pipeline
+    /// until it is torn down, after which no read comes; the connection handler holds this one.
+    unowned(unsafe) var upstream: ConnectionHandler?
 
     /// The handler's place in the pipeline, while it is in one: what ``sendReplies(_:)`` writes through when
     /// the socket does not take everything.

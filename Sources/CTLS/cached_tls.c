@@ -128,6 +128,12 @@ int cached_tls_set_server_name(SSL *ssl, const char *name, int verify) {
     return 0;
 }
 
+void cached_tls_clear_errors(void) {
+    // ERR_clear_error walks and frees every slot of the thread's queue; looking first is much cheaper, and the
+    // queue is almost always empty.
+    if (ERR_peek_error() != 0) ERR_clear_error();
+}
+
 int cached_tls_feed(SSL *ssl, const void *bytes, int length) {
     int written = BIO_write(SSL_get_rbio(ssl), bytes, length);
     return written < 0 ? 0 : written;

@@ -60,7 +60,7 @@ public final class TLSConnection {
     /// Advances the handshake with what has been received; `.done(0)` once it is complete.
     public func handshake() -> Outcome {
         // A stale error of another connection on this thread would read as this one's failure.
-        ERR_clear_error()
+        cached_tls_clear_errors()
         let result = SSL_do_handshake(ssl)
         return result == 1 ? .done(0) : outcome(of: result)
     }
@@ -69,7 +69,7 @@ public final class TLSConnection {
     /// record has not arrived yet.
     public func read(into buffer: UnsafeMutableRawBufferPointer) -> Outcome {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return .done(0) }
-        ERR_clear_error()
+        cached_tls_clear_errors()
         let result = SSL_read(ssl, base, Int32(clamping: buffer.count))
         return result > 0 ? .done(Int(result)) : outcome(of: result)
     }
@@ -85,7 +85,7 @@ public final class TLSConnection {
     public func write(_ bytes: UnsafeRawBufferPointer) -> Outcome {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return .done(0) }
         var offset = 0
-        ERR_clear_error()
+        cached_tls_clear_errors()
         while offset < bytes.count {
             let result = SSL_write(ssl, base + offset, Int32(clamping: bytes.count - offset))
             guard result > 0 else { return outcome(of: result) }
@@ -106,7 +106,7 @@ public final class TLSConnection {
     /// Starts closing the TLS session: a close_notify alert goes to ``takeOutput(into:)``.
     public func shutdown() {
         _ = SSL_shutdown(ssl)
-        ERR_clear_error()
+        cached_tls_clear_errors()
     }
 
     /// The outcome of an OpenSSL call that returned `result` (not a success).

@@ -52,6 +52,10 @@ SSL *cached_tls_new(SSL_CTX *ctx, int server);
 /// certificate must be for. 0 on success.
 int cached_tls_set_server_name(SSL *ssl, const char *name, int verify);
 
+/// Empties this thread's OpenSSL error queue, so that a stale error of another connection is not read as the
+/// next call's; cheap when it is empty.
+void cached_tls_clear_errors(void);
+
 /// Hands `length` encrypted bytes received from the peer to the connection. Returns the bytes taken.
 int cached_tls_feed(SSL *ssl, const void *bytes, int length);
 

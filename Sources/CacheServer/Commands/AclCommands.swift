@@ -169,10 +169,8 @@ enum AclCommands {
         let sub = spec.subcommands.isEmpty || arguments.count < 2 ? nil : spec.subcommandIndex(named: arguments[1])
         guard let denial = session.user.rules.check(index, sub: sub, arguments, table: server.commands) else { return nil }
         let fullName = sub.map { spec.name + "|" + spec.subcommands[$0].name } ?? spec.name
-        server.aclLog.record(
-            reason: denial.reason, context: session.inTransaction || session.runningTransaction ? "multi" : "toplevel",
-            object: denial.object(command: fullName, arguments), username: session.user.name,
-            clientInfo: ConnectionCommands.describe(session, server: server, now: now), now: now)
+        log(denial.reason, object: denial.object(command: fullName, arguments), username: session.user.name,
+            session: session, server: server, now: now)
         if queued {
             return "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: \(denial.execReason)"
         }
@@ -321,11 +319,18 @@ enum AclCommands {
 
     /// Logs a failed authentication of `session` (AUTH or HELLO ... AUTH) for ACL LOG.
     static func recordFailure(_ c: CommandContext, username: UnsafeRawBufferPointer) {
-        c.server.aclLog.record(
-            reason: "auth", context: c.session.inTransaction || c.session.runningTransaction ? "multi" : "toplevel",
-            object: c.arguments.string(0),
-            username: String(decoding: username, as: UTF8.self),
-            clientInfo: ConnectionCommands.describe(c.session, server: c.server, now: c.now),
-            now: c.now)
+        log("auth", object: c.arguments.string(0), username: String(decoding: username, as: UTF8.self),
+            session: c.session, server: c.server, now: c.now)
+    }
+
+    /// An ACL LOG entry for `session`: in the `multi` context inside a transaction (queued or run by EXEC),
+    /// else `toplevel`, with the client's CLIENT LIST line.
+    private static func log(
+        _ reason: String, object: String, username: String, session: ClientSession, server: ServerState, now: Int64
+    ) {
+        server.aclLog.record(
+            reason: reason, context: session.inTransaction || session.runningTransaction ? "multi" : "toplevel",
+            object: object, username: username,
+            clientInfo: ConnectionCommands.describe(session, server: server, now: now), now: now)
     }
 }

@@ -10,6 +10,8 @@ let package = Package(
         .library(name: "CacheCore", targets: ["CacheCore"]),
         .library(name: "CacheServer", targets: ["CacheServer"]),
         .library(name: "CachedNetworking", targets: ["CachedNetworking"]),
+        .library(name: "CachedNetworkingRedis", targets: ["CachedNetworkingRedis"]),
+        .library(name: "CachedNetworkingAsyncHTTPClient", targets: ["CachedNetworkingAsyncHTTPClient"]),
         .library(name: "CachedNetworkingTesting", targets: ["CachedNetworkingTesting"]),
         .executable(name: "cached-fetch", targets: ["cached-fetch"]),
     ],
@@ -84,18 +86,41 @@ let package = Package(
             name: "HTTPCaching",
             dependencies: [.product(name: "HTTPTypes", package: "swift-http-types")]
         ),
-        // The SDK: a shared HTTP response cache over pluggable stores (memory, cached-server, Redis).
+        // The SDK's core: a shared HTTP response cache (the facade, the RFC 9111 rules, the store and transport
+        // protocols, the memory store, the fail-open wrapper, the URLSession transport). No system library, no
+        // HTTP client of its own.
         .target(
             name: "CachedNetworking",
             dependencies: [
-                "HTTPCaching", "RESP", "CHiredis", "CThreadName", "CachedTLS",
+                "HTTPCaching",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HTTPTypesFoundation", package: "swift-http-types"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // The SDK's network stores: cached-server or Redis (and Redis Cluster) over hiredis, TLS, the near cache.
+        .target(
+            name: "CachedNetworkingRedis",
+            dependencies: [
+                "CachedNetworking", "CHiredis", "CThreadName", "CachedTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // The SDK's AsyncHTTPClient transport.
+        .target(
+            name: "CachedNetworkingAsyncHTTPClient",
+            dependencies: [
+                "CachedNetworking",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         // In-memory fakes of the SDK's transport and store, for users' own tests.
@@ -111,7 +136,7 @@ let package = Package(
         .executableTarget(
             name: "cached-fetch",
             dependencies: [
-                "CachedNetworking",
+                "CachedNetworking", "CachedNetworkingRedis", "CachedNetworkingAsyncHTTPClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -164,8 +189,8 @@ let package = Package(
         .testTarget(
             name: "CachedNetworkingTests",
             dependencies: [
-                "CachedNetworking", "CachedNetworkingTesting", "HTTPCaching", "CachedTestSupport", "CachedStoreContract",
-                "CachedOriginSupport",
+                "CachedNetworking", "CachedNetworkingRedis", "CachedNetworkingAsyncHTTPClient", "CachedNetworkingTesting",
+                "HTTPCaching", "CachedTestSupport", "CachedStoreContract", "CachedOriginSupport",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -178,8 +203,8 @@ let package = Package(
         .testTarget(
             name: "ClusterTests",
             dependencies: [
-                "CachedNetworking", "CachedNetworkingTesting", "CachedTestSupport", "CachedStoreContract",
-                "CachedOriginSupport",
+                "CachedNetworking", "CachedNetworkingRedis", "CachedNetworkingAsyncHTTPClient", "CachedNetworkingTesting",
+                "CachedTestSupport", "CachedStoreContract", "CachedOriginSupport",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

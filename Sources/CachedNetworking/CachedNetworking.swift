@@ -6,6 +6,7 @@ import Foundation
 public import HTTPTypes
 public import Logging
 import CoreMetrics
+public import ServiceLifecycle
 public import NIOCore
 import Synchronization
 
@@ -28,6 +29,8 @@ public final class CachedNetworking: Sendable {
     /// The settings this cache was made with.
     public let configuration: Configuration
     let transport: any HTTPTransport
+    /// Whether the cache made ``transport`` (and so shuts it down).
+    let ownsTransport: Bool
     let store: StoreAccess
     let keys: CacheKeys
     let metrics: CacheMetrics
@@ -37,22 +40,52 @@ public final class CachedNetworking: Sendable {
     /// value tells which cache instance holds one).
     let leaseToken: ByteBuffer
     private let generationCache = Mutex(GenerationCache())
-    private let background = Mutex<BackgroundWork>(BackgroundWork())
+    let background = Mutex<BackgroundWork>(BackgroundWork())
+    /// Set by ``shutdown()``: requests are refused from then on.
+    let isShutDown = Atomic(false)
 
     /// A cache over `store` that fetches through `transport`.
+    ///
+    /// `transport` and `store` stay yours: ``shutdown()`` leaves them running, so shut them down yourself when
+    /// you are done with them (or run them in a `ServiceGroup`).
     /// - Parameters:
     ///   - store: Where responses are kept; shared by every process that uses the same namespace.
     ///   - transport: How requests reach origins.
     ///   - configuration: Settings.
     ///   - logger: Where the cache logs (at debug level); the library never sets up logging itself.
-    public init(
+    public convenience init(
         store: any CacheStore,
         transport: any HTTPTransport,
         configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "cached.networking")
     ) {
+        self.init(store: store, transport: transport, ownsTransport: false, configuration: configuration, logger: logger)
+    }
+
+    /// A cache over `store` that fetches through a ``URLSessionTransport`` of its own, which ``shutdown()`` shuts
+    /// down. (On servers, prefer the AsyncHTTPClient transport of the `CachedNetworkingAsyncHTTPClient` product.)
+    /// - Parameters:
+    ///   - store: Where responses are kept; it stays yours to shut down.
+    ///   - configuration: Settings.
+    ///   - logger: Where the cache logs (at debug level); the library never sets up logging itself.
+    public convenience init(
+        store: any CacheStore,
+        configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "cached.networking")
+    ) {
+        self.init(store: store, transport: URLSessionTransport(), ownsTransport: true, configuration: configuration, logger: logger)
+    }
+
+    init(
+        store: any CacheStore,
+        transport: any HTTPTransport,
+        ownsTransport: Bool,
+        configuration: Configuration,
+        logger: Logger
+    ) {
         self.configuration = configuration
         self.transport = transport
+        self.ownsTransport = ownsTransport
         self.logger = logger
         self.keys = CacheKeys(namespace: configuration.namespace, maximumURLLength: configuration.maximumKeyURLLength)
         let metrics = CacheMetrics(
@@ -90,6 +123,7 @@ public final class CachedNetworking: Sendable {
             throw CachedNetworkingError(.invalidRequest, "the request has no scheme or authority")
         }
         if Task.isCancelled { throw CachedNetworkingError(.cancelled, "cancelled before start") }
+        if isShutDown.load(ordering: .relaxed) { throw CachedNetworkingError(.shutDown, "the cache was shut down") }
         if !configuration.rules.cacheableMethods.contains(target.method) {
             return try await forwardUncached(request, body: body, uri: target.normalizedURI, reason: .method)
         }
@@ -241,9 +275,19 @@ public final class CachedNetworking: Sendable {
     /// retried after a store failure, have finished (for tests and graceful shutdown).
     public func waitForBackgroundRefreshes() async {
         while true {
-            let tasks = background.withLock { Array($0.tasks.values) }
-            if tasks.isEmpty { return }
+            let (tasks, running) = background.withLock { ($0.tasks.values.map { $0 }, $0.structuredRunning) }
+            if tasks.isEmpty && running == 0 { return }
             for task in tasks { await task.value }
+            if running > 0 {
+                await withCheckedContinuation { (idle: CheckedContinuation<Void, Never>) in
+                    let now = background.withLock { state -> Bool in
+                        if state.structuredRunning == 0 { return true }
+                        state.idleWaiters.append(idle)
+                        return false
+                    }
+                    if now { idle.resume() }
+                }
+            }
         }
     }
 
@@ -687,7 +731,16 @@ struct FlightOutcome: Sendable {
 typealias FlightResult = Result<FlightOutcome, CachedNetworkingError>
 
 struct BackgroundWork: Sendable {
+    /// Background work running as unstructured tasks (the cache is not running as a service).
     var tasks: [Int: Task<Void, Never>] = [:]
+    /// Where background work goes while ``CachedNetworking/run()`` runs it as child tasks; nil otherwise.
+    var runner: AsyncStream<@Sendable () async -> Void>.Continuation?
+    /// Background jobs handed to ``runner`` that have not finished.
+    var structuredRunning = 0
+    /// Callers of ``CachedNetworking/waitForBackgroundRefreshes()`` waiting for ``structuredRunning`` to reach 0.
+    var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Set by ``CachedNetworking/shutdown()`` (and graceful shutdown): no new background work starts.
+    var stopped = false
     /// URIs whose invalidation the store did not take, waiting for the retry task (at most one runs).
     var invalidationsPending: Set<String> = []
     var invalidationRetryRunning = false
@@ -700,10 +753,29 @@ struct BackgroundWork: Sendable {
 }
 
 extension CachedNetworking {
+    /// Runs `work` in the background, at most one at a time per `refreshKey`: as a child task of ``run()`` when the
+    /// cache runs as a service, else as a task the cache tracks. Nothing starts once the cache is shutting down.
     func trackBackground(_ refreshKey: String, _ work: @escaping @Sendable () async -> Void) {
-        let started = background.withLock { state -> Bool in
-            guard !state.refreshing.contains(refreshKey) else { return false }
+        enum Start { case started, alreadyRunning, stopped }
+        let start = background.withLock { state -> Start in
+            if state.stopped { return .stopped }
+            guard !state.refreshing.contains(refreshKey) else { return .alreadyRunning }
             state.refreshing.insert(refreshKey)
+            if let runner = state.runner {
+                state.structuredRunning += 1
+                runner.yield {
+                    await work()
+                    let waiters = self.background.withLock { state -> [CheckedContinuation<Void, Never>] in
+                        state.refreshing.remove(refreshKey)
+                        state.structuredRunning -= 1
+                        guard state.structuredRunning == 0 else { return [] }
+                        defer { state.idleWaiters = [] }
+                        return state.idleWaiters
+                    }
+                    for waiter in waiters { waiter.resume() }
+                }
+                return .started
+            }
             let id = state.nextID
             state.nextID += 1
             state.tasks[id] = Task {
@@ -713,10 +785,14 @@ extension CachedNetworking {
                     state.tasks[id] = nil
                 }
             }
-            return true
+            return .started
         }
-        if !started {
+        switch start {
+        case .started: break
+        case .alreadyRunning:
             logger.trace("background refresh already running", metadata: [CachedNetworkingLogKeys.key: "\(refreshKey)"])
+        case .stopped:
+            logger.debug("the cache is shutting down: no background refresh", metadata: [CachedNetworkingLogKeys.key: "\(refreshKey)"])
         }
     }
 }

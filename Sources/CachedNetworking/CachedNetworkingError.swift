@@ -7,7 +7,7 @@
 public struct CachedNetworkingError: Error, Sendable, CustomStringConvertible {
     /// What went wrong, broadly.
     public struct Kind: Sendable, Hashable, CustomStringConvertible {
-        enum Base: Sendable, Hashable { case invalidRequest, transport, store, cancelled }
+        enum Base: Sendable, Hashable { case invalidRequest, transport, store, cancelled, shutDown }
         let base: Base
 
         /// The request cannot be sent: it lacks a scheme or authority, or cannot be converted.
@@ -18,6 +18,8 @@ public struct CachedNetworkingError: Error, Sendable, CustomStringConvertible {
         public static let store = Kind(base: .store)
         /// The calling task was cancelled.
         public static let cancelled = Kind(base: .cancelled)
+        /// The cache was shut down (``CachedNetworking/shutdown()``) before the call.
+        public static let shutDown = Kind(base: .shutDown)
 
         public var description: String {
             switch base {
@@ -25,6 +27,7 @@ public struct CachedNetworkingError: Error, Sendable, CustomStringConvertible {
             case .transport: "transport"
             case .store: "store"
             case .cancelled: "cancelled"
+            case .shutDown: "shut down"
             }
         }
     }

@@ -154,7 +154,7 @@ final class PreparedEntry: Sendable {
 ///
 /// Values written through ``CacheStore`` alone have no decoded form; the cache then decodes their bytes as it
 /// does for any other store. A store must drop the decoded form whenever the bytes beside it change.
-protocol DecodedEnvelopeStore: AnyObject, ImmediateCacheStore {
+protocol DecodedEnvelopeStore: AnyObject, CacheStore {
     /// The value under `key` and the decoded form written with it; nil when nothing (live) is stored.
     func getDecoded(_ key: StoreKey) throws(CacheStoreError) -> (value: ByteBuffer, decoded: DecodedEnvelope?)?
 

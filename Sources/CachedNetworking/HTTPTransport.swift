@@ -26,4 +26,13 @@ public protocol HTTPTransport: Sendable {
     /// - Throws: Any error when the origin cannot be reached or the exchange fails; ``CachedNetworking``
     ///   wraps it as ``CachedNetworkingError/Kind/transport``.
     func send(_ request: HTTPRequest, body: ByteBuffer?) async throws -> HTTPTransportResponse
+
+    /// Releases what the transport holds (connections, an HTTP client it made). ``CachedNetworking/shutdown()``
+    /// calls it only for a transport the cache made itself.
+    func shutdown() async throws
+}
+
+extension HTTPTransport {
+    /// Nothing to release.
+    public func shutdown() async throws {}
 }

@@ -9,11 +9,8 @@ struct StoreAccess: Sendable {
     let timeout: Duration
     let metrics: CacheMetrics
     let logger: Logger
-    /// The store answers without suspending (``ImmediateCacheStore``): its calls skip the timeout race.
-    let isImmediate: Bool
-    /// The store bounds its own calls (``DeadlineBoundedCacheStore``): its calls run in the caller's task under a
-    /// ``StoreCallLimit`` instead of racing a timer in tasks of their own.
-    let isDeadlineBounded: Bool
+    /// How the store's calls are bounded (``CacheStore/callStyle``, read once).
+    let callStyle: CacheStoreCallStyle.Base
     /// The store as a ``DecodedEnvelopeStore``, when it keeps decoded envelopes.
     let decodedStore: (any DecodedEnvelopeStore)?
     /// For other stores, the entries this process read or wrote, kept decoded beside their bytes (nil when the
@@ -25,8 +22,7 @@ struct StoreAccess: Sendable {
         self.timeout = timeout
         self.metrics = metrics
         self.logger = logger
-        self.isImmediate = store is any ImmediateCacheStore
-        self.isDeadlineBounded = store is any DeadlineBoundedCacheStore
+        self.callStyle = store.callStyle.base
         let decodedStore = store as? any DecodedEnvelopeStore
         self.decodedStore = decodedStore
         self.decodedReads = decodedStore == nil && decodedEntryMemory > 0 ? DecodedReads(maxBytes: decodedEntryMemory) : nil
@@ -65,15 +61,16 @@ struct StoreAccess: Sendable {
         _ body: @escaping @Sendable () async throws(CacheStoreError) -> T
     ) async -> StoreRead<T> {
         let result: Result<T, CacheStoreError>
-        if isImmediate {
+        switch callStyle {
+        case .immediate:
             do throws(CacheStoreError) {
                 result = .success(try await body())
             } catch {
                 result = .failure(error)
             }
-        } else if isDeadlineBounded {
-            result = await StoreCallLimit.bounding(timeout, body)
-        } else {
+        case .deadlineAware:
+            result = await CacheStoreDeadline.bounding(timeout, body)
+        case .timedByCache:
             result = await withStoreTimeout(timeout, body)
         }
         return settle(operation, key, result)
@@ -111,13 +108,6 @@ enum StoreRead<T: Sendable>: Sendable {
 
     var succeeded: Bool { value != nil }
 }
-
-/// A ``CacheStore`` whose calls finish without suspending or blocking (a mutex and a table lookup), so that no
-/// timeout can fire before they return: ``StoreAccess`` calls it directly, without the two tasks of
-/// ``withStoreTimeout(_:_:)``, which would cost more than the call itself.
-protocol ImmediateCacheStore: CacheStore {}
-
-extension MemoryStore: ImmediateCacheStore {}
 
 /// Runs `body`, giving up after `timeout` with a `.timeout` error even if `body` ignores cancellation (it is
 /// cancelled and left to finish on its own).

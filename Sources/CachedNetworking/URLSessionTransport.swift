@@ -10,7 +10,7 @@ public import NIOCore
 ///
 /// The session is ephemeral, has no `URLCache` and loads with `.reloadIgnoringLocalCacheData`, so that this SDK
 /// is the only cache. Note that `URLSession` follows redirects and may decode content codings; prefer
-/// ``AsyncHTTPClientTransport`` on servers.
+/// `AsyncHTTPClientTransport` (the `CachedNetworkingAsyncHTTPClient` product) on servers.
 public final class URLSessionTransport: HTTPTransport {
     private let session: URLSession
 
@@ -25,6 +25,9 @@ public final class URLSessionTransport: HTTPTransport {
     }
 
     deinit { session.invalidateAndCancel() }
+
+    /// Cancels the session's tasks and invalidates it; the transport must not be used afterwards.
+    public func shutdown() async throws { session.invalidateAndCancel() }
 
     /// Sends `request` through the session.
     public func send(_ request: HTTPRequest, body: ByteBuffer?) async throws -> HTTPTransportResponse {

@@ -1,5 +1,7 @@
 import ArgumentParser
 import CachedNetworking
+import CachedNetworkingAsyncHTTPClient
+import CachedNetworkingRedis
 import Foundation
 import HTTPTypes
 import Logging

@@ -1,4 +1,6 @@
 import CachedNetworking
+import CachedNetworkingAsyncHTTPClient
+import CachedNetworkingRedis
 import Logging
 import NIOCore
 

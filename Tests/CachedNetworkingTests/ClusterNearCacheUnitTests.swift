@@ -2,6 +2,7 @@ import NIOCore
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// The pieces of the cluster near cache that need no server: pipelined replies after `ASKING`, which replies the
 /// router handles itself, slot-map comparison, and the shared core's filling as channels join and leave.

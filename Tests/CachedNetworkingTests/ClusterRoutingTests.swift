@@ -6,6 +6,7 @@ import NIOCore
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// How the cluster store places keys and reads the cluster's answers, without a cluster: key slots (CRC16 and
 /// hash tags, with the Redis Cluster specification's vectors), `MOVED`/`ASK` and transient errors, `CLUSTER SLOTS`

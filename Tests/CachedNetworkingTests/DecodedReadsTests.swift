@@ -7,6 +7,7 @@ import Synchronization
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// Entries of a store without decoded forms (``InMemoryCacheStore`` here, a `RESPStore` in production), kept
 /// decoded beside their bytes: used only for the very bytes they were made from.

@@ -1,5 +1,7 @@
 // The code samples of docs/sdk.md and README.md, compiled and run here so that they stay correct.
 import CachedNetworking
+import CachedNetworkingAsyncHTTPClient
+import CachedNetworkingRedis
 import CachedNetworkingTesting
 import CachedOriginSupport
 import CachedTestSupport

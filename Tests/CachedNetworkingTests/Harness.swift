@@ -1,4 +1,5 @@
 import CachedNetworking
+import CachedNetworkingAsyncHTTPClient
 import CachedNetworkingTesting
 import CachedOriginSupport
 import CoreMetrics

@@ -1,4 +1,5 @@
 import CachedNetworking
+import CachedNetworkingRedis
 import CachedOriginSupport
 import CachedTestSupport
 import Foundation

@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// The near-cache scenarios against `redis-server`.
 @Suite("near cache, redis-server")

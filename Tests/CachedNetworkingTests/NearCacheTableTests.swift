@@ -2,6 +2,7 @@ import NIOCore
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// The near cache's bookkeeping (no server): what a reply may fill, given the invalidations that happened while
 /// it was on its way, the channel's state, TTLs and the byte budget. Times are nanoseconds passed in by hand.

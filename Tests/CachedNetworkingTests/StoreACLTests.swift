@@ -7,6 +7,7 @@ import NIOCore
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// ACL users named in the store's URL, against `redis-server` (whose ACLs are the reference) and `cached-server`:
 /// a user confined to its own keys, over plain TCP and over TLS. A command the ACL refuses fails with `NOPERM` like any error reply,

@@ -5,6 +5,7 @@ import NIOCore
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// What every ``CacheStore`` must do (``StoreRequirement``), run against the memory store, a live `cached-server`
 /// and a live `redis-server` (both started for the suite on free loopback ports); and what the networked stores

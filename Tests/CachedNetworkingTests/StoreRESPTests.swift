@@ -5,6 +5,7 @@ import NIOCore
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// RESPStore's configuration URLs (no network).
 struct StoreRESPURLTests {
@@ -128,7 +129,7 @@ struct StoreRESPTests {
         let silent = try SilentListener()
         let store = RESPStore(configuration: configuration(port: silent.port) { $0.commandTimeout = .seconds(30) })
         let start = ContinuousClock.now
-        let result = await StoreCallLimit.bounding(.milliseconds(100)) { () async throws(CacheStoreError) in
+        let result = await CacheStoreDeadline.bounding(.milliseconds(100)) { () async throws(CacheStoreError) in
             try await store.get("k")
         }
         let elapsed = ContinuousClock.now - start
@@ -138,18 +139,50 @@ struct StoreRESPTests {
         #expect(result.failure?.message == "no answer within \(Duration.milliseconds(100))", "\(result)")
         #expect(elapsed >= .milliseconds(90), "took \(elapsed)")
         // Unbounded calls still wait for the socket; a bounded one times out again on its own deadline.
-        let again = await StoreCallLimit.bounding(.milliseconds(50)) { () async throws(CacheStoreError) in
+        let again = await CacheStoreDeadline.bounding(.milliseconds(50)) { () async throws(CacheStoreError) in
             try await store.set("k", to: ByteBuffer(), ttl: nil)
         }
         #expect(again.failure?.kind == .timeout)
         await store.shutdown()
     }
 
+    /// A call that enters the watcher and finishes before its thread looks at it must not leave its deadline
+    /// behind as the time the thread wakes by itself: a later call, due after that, would then never be timed out
+    /// (the thread waits for a signal that the later call sees no reason to send).
+    @Test func theDeadlineWatcherTimesOutACallAddedAfterOneThatFinishedUnseen() async throws {
+        let watcher = StoreDeadlineWatcher(idleNanoseconds: 1_000_000)  // idle after a millisecond's nap
+        for round in 0..<100 {
+            try await Task.sleep(for: .milliseconds(3))  // the thread waits for a signal
+            let early = PendingStoreCall(limit: CacheStoreDeadline(timeout: .milliseconds(1)), watcher: watcher)
+            watcher.add(early)
+            early.resume(returning: .success(.null))  // finished (and removed) before the thread runs
+            try await Task.sleep(for: .milliseconds(2))  // the thread has woken, found nothing and waits again
+            let late = PendingStoreCall(limit: CacheStoreDeadline(timeout: .milliseconds(20)), watcher: watcher)
+            let timedOut = await withTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    let result = await withUnsafeContinuation { continuation in
+                        if late.start(continuation) { watcher.add(late) }
+                    }
+                    return result.failure?.kind == .timeout
+                }
+                group.addTask {
+                    try? await Task.sleep(for: .seconds(10))
+                    late.resume(returning: .failure(CacheStoreError(.closed, "the watcher never timed the call out")))
+                    return false
+                }
+                let first = await group.next() ?? false
+                group.cancelAll()
+                return first
+            }
+            try #require(timedOut, "round \(round): the call was not timed out at its deadline")
+        }
+    }
+
     @Test func aBoundedCallEndsWhenItsTaskIsCancelled() async throws {
         let silent = try SilentListener()
         let store = RESPStore(configuration: configuration(port: silent.port) { $0.commandTimeout = .seconds(30) })
         let call = Task {
-            await StoreCallLimit.bounding(.seconds(30)) { () async throws(CacheStoreError) in try await store.get("k") }
+            await CacheStoreDeadline.bounding(.seconds(30)) { () async throws(CacheStoreError) in try await store.get("k") }
         }
         try await Task.sleep(for: .milliseconds(100))
         let start = ContinuousClock.now
@@ -339,7 +372,7 @@ struct StoreRESPTests {
             $0.commandTimeout = .seconds(5)
         })
         #expect(try await store.get("warm")?.text == "warm")
-        let late = await StoreCallLimit.bounding(.milliseconds(5)) { () async throws(CacheStoreError) in
+        let late = await CacheStoreDeadline.bounding(.milliseconds(5)) { () async throws(CacheStoreError) in
             try await store.get("late")
         }
         lateReplyMayGo.signal()

@@ -6,6 +6,7 @@ import NIOCore
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// The stores' TLS settings as configured (no server needed).
 struct StoreTLSConfigurationTests {

@@ -6,6 +6,7 @@ import NIOCore
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// A master killed with SIGKILL while traffic runs: the store retries until its replica is promoted, and the SDK
 /// (over `FailOpenStore`) never fails a request and caches again once the cluster has recovered.

@@ -1,4 +1,5 @@
 import CachedNetworking
+import CachedNetworkingAsyncHTTPClient
 import CachedOriginSupport
 import CachedStoreContract
 import CachedTestSupport
@@ -7,6 +8,7 @@ import Synchronization
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// The cluster near cache across processes: `cached-fetch --store redis+cluster://… --near-cache` processes fetch a
 /// URL over and over, answered from their near caches, while this process overwrites the stored response; one URL

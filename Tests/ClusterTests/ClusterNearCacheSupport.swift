@@ -6,6 +6,7 @@ import NIOCore
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// The bound on the median time for an overwrite on one store to reach another store's near cache. Delivery is
 /// one message from the key's master and one wake-up of the subscriber's thread; single rounds on two loaded

@@ -6,6 +6,7 @@ import NIOCore
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// `RESPClusterStore`'s near cache on a real Redis Cluster: two stores, each with its own near cache, share the
 /// cluster; what one writes on any master reaches the other's near cache through that master's invalidation

@@ -5,6 +5,7 @@ import NIOCore
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// Continuous traffic while `redis-cli --cluster reshard` moves slots between masters: every call succeeds and
 /// every read returns what was written last, through `MOVED`, `ASK` and `TRYAGAIN`.

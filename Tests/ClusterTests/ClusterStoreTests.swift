@@ -8,6 +8,7 @@ import NIOCore
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// `RESPClusterStore` on one real Redis Cluster (3 masters, 3 replicas on loopback) shared by the suite: the
 /// store contract, routing over every master, the SDK's key layout, redirections during a slot migration done

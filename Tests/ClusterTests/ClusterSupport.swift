@@ -1,4 +1,5 @@
 import CachedNetworking
+import CachedNetworkingRedis
 import CachedStoreContract
 import CachedTestSupport
 import Foundation

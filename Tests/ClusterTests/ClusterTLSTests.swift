@@ -6,6 +6,7 @@ import NIOCore
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// `RESPClusterStore` on a Redis Cluster that runs on TLS (`tls-cluster yes`, `tls-replication yes`, client
 /// certificates required; 3 masters, 3 replicas on loopback, shared by the suite): the store contract over

@@ -32,6 +32,15 @@ public protocol CacheStore: Sendable {
 
     /// Releases connections and threads. The store must not be used afterwards.
     func shutdown() async
+
+    /// How the cache may call this store (its fast paths); ``CacheStoreCallStyle/timedByCache`` unless the store
+    /// says otherwise.
+    var callStyle: CacheStoreCallStyle { get }
+}
+
+extension CacheStore {
+    /// Any store can be called this way: the cache races each call against a timer.
+    public var callStyle: CacheStoreCallStyle { .timedByCache }
 }
 
 /// Why a ``CacheStore`` call failed.

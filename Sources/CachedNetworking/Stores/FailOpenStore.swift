@@ -134,6 +134,9 @@ public final class FailOpenStore<Base: CacheStore>: CacheStore {
         await base.shutdown()
     }
 
+    /// The wrapped store's: the breaker's own work does not suspend.
+    public var callStyle: CacheStoreCallStyle { base.callStyle }
+
     // MARK: private
 
     private enum Admission {

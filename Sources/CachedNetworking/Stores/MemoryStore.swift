@@ -188,6 +188,9 @@ public final class MemoryStore: CacheStore {
     }
 
     /// Stops the cleaner and drops every entry; later calls throw ``CacheStoreError/Kind/closed``.
+    /// ``CacheStoreCallStyle/immediate``: calls take a lock and look up a table, without suspending.
+    public var callStyle: CacheStoreCallStyle { .immediate }
+
     public func shutdown() async {
         cleaner?.cancel()
         core.state.withLock { state in

@@ -8,9 +8,9 @@ import NIOCore
 /// caches with one-hit-wonders.
 ///
 /// Not thread-safe: ``MemoryStore`` keeps it behind a mutex. Times are nanoseconds on the store's clock.
-struct SieveTable {
+package struct SieveTable {
     /// An entry, or a free slot (`live == false`).
-    struct Slot {
+    package struct Slot {
         var key: StoreKey
         var value: ByteBuffer
         /// The cache's decoded form of `value`, when the writer gave one (see ``DecodedEnvelopeStore``);
@@ -28,10 +28,10 @@ struct SieveTable {
         var older: Int32
     }
 
-    let maxBytes: Int
-    let entryOverhead: Int
+    package let maxBytes: Int
+    package let entryOverhead: Int
 
-    private(set) var index: [StoreKey: Int32] = [:]
+    package private(set) var index: [StoreKey: Int32] = [:]
     private(set) var slots: [Slot] = []
     private var freeSlots: [Int32] = []
     /// Newest entry.
@@ -41,20 +41,20 @@ struct SieveTable {
     /// The next eviction candidate (-1: start from the tail).
     private var hand: Int32 = -1
     /// Bytes charged for all live entries.
-    private(set) var bytes = 0
+    package private(set) var bytes = 0
 
-    init(maxBytes: Int, entryOverhead: Int) {
+    package init(maxBytes: Int, entryOverhead: Int) {
         self.maxBytes = maxBytes
         self.entryOverhead = entryOverhead
     }
 
-    var count: Int { index.count }
+    package var count: Int { index.count }
 
     /// The cost charged for an entry.
-    func cost(keyBytes: Int, valueBytes: Int) -> Int { keyBytes + valueBytes + entryOverhead }
+    package func cost(keyBytes: Int, valueBytes: Int) -> Int { keyBytes + valueBytes + entryOverhead }
 
     /// The slot of `key` if it holds a live, unexpired entry; an expired entry is removed on the way.
-    mutating func find(_ key: StoreKey, now: Int64) -> Int32? {
+    package mutating func find(_ key: StoreKey, now: Int64) -> Int32? {
         guard let slot = index[key] else { return nil }
         if slots[Int(slot)].expiresAt <= now {
             remove(slot: slot)
@@ -64,7 +64,7 @@ struct SieveTable {
     }
 
     /// The value under `key`, marking the entry visited.
-    mutating func get(_ key: StoreKey, now: Int64) -> ByteBuffer? {
+    package mutating func get(_ key: StoreKey, now: Int64) -> ByteBuffer? {
         guard let slot = find(key, now: now) else { return nil }
         slots[Int(slot)].visited = true
         return slots[Int(slot)].value
@@ -80,7 +80,12 @@ struct SieveTable {
     /// Stores `value` under `key`, replacing any entry, then evicts until the table fits its budget.
     ///
     /// An entry that alone costs more than the whole budget is not kept (as if evicted at once).
-    mutating func set(_ key: StoreKey, value: ByteBuffer, decoded: DecodedEnvelope? = nil, expiresAt: Int64, now: Int64) {
+    package mutating func set(_ key: StoreKey, value: ByteBuffer, expiresAt: Int64, now: Int64) {
+        set(key, value: value, decoded: nil, expiresAt: expiresAt, now: now)
+    }
+
+    /// ``set(_:value:expiresAt:now:)`` with the cache's decoded form of `value` (``DecodedEnvelopeStore``).
+    mutating func set(_ key: StoreKey, value: ByteBuffer, decoded: DecodedEnvelope?, expiresAt: Int64, now: Int64) {
         let newCost = cost(keyBytes: key.byteCount, valueBytes: value.readableBytes)
         let existing = index[key]
         guard newCost <= maxBytes else {
@@ -108,7 +113,7 @@ struct SieveTable {
     }
 
     /// Replaces the value of the live entry in `slot`, keeping its expiry.
-    mutating func replaceValue(slot: Int32, with value: ByteBuffer) {
+    package mutating func replaceValue(slot: Int32, with value: ByteBuffer) {
         let i = Int(slot)
         let newCost = cost(keyBytes: slots[i].key.byteCount, valueBytes: value.readableBytes)
         bytes += newCost - slots[i].cost
@@ -120,7 +125,7 @@ struct SieveTable {
     }
 
     /// Removes the entry in `slot`.
-    mutating func remove(slot: Int32) {
+    package mutating func remove(slot: Int32) {
         let i = Int(slot)
         precondition(slots[i].live, "removing a free slot")
         let newer = slots[i].newer
@@ -138,7 +143,7 @@ struct SieveTable {
 
     /// Removes expired entries among up to `limit` slots starting at `start`.
     /// - Returns: how many were removed, and where to continue (nil when the scan reached the end).
-    mutating func removeExpired(from start: Int, limit: Int, now: Int64) -> (removed: Int, next: Int?) {
+    package mutating func removeExpired(from start: Int, limit: Int, now: Int64) -> (removed: Int, next: Int?) {
         var removed = 0
         let end = min(slots.count, start + limit)
         var i = start
@@ -153,7 +158,7 @@ struct SieveTable {
     }
 
     /// Drops every entry and releases the table's memory.
-    mutating func removeAll() {
+    package mutating func removeAll() {
         self = SieveTable(maxBytes: maxBytes, entryOverhead: entryOverhead)
     }
 

@@ -15,12 +15,12 @@ import Darwin
 /// The bytes are hashed once, when the key is made (with `Hasher`, so seeded per process), and the table hashes
 /// that digest: a hash table rehashes the keys it moves when it removes an entry or grows, and on a full store
 /// every write removes one, which would otherwise hash several whole keys (URLs of a hundred bytes) each time.
-struct StoreKey: Hashable, Sendable {
-    let string: String
+package struct StoreKey: Hashable, Sendable {
+    package let string: String
     /// The hash of the key's bytes.
-    let digest: Int
+    package let digest: Int
 
-    init(_ string: String) {
+    package init(_ string: String) {
         var contiguous = string
         contiguous.makeContiguousUTF8()
         self.string = contiguous
@@ -29,20 +29,20 @@ struct StoreKey: Hashable, Sendable {
         self.digest = hasher.finalize()
     }
 
-    var byteCount: Int { string.utf8.count }
+    package var byteCount: Int { string.utf8.count }
 
-    static func == (lhs: StoreKey, rhs: StoreKey) -> Bool {
+    package static func == (lhs: StoreKey, rhs: StoreKey) -> Bool {
         lhs.digest == rhs.digest && UTF8Bytes.equal(lhs.string, rhs.string)
     }
 
-    func hash(into hasher: inout Hasher) { hasher.combine(digest) }
+    package func hash(into hasher: inout Hasher) { hasher.combine(digest) }
 }
 
 /// Strings compared and hashed by their UTF-8 bytes rather than by Unicode canonical equivalence (see
 /// ``StoreKey``).
-enum UTF8Bytes {
+package enum UTF8Bytes {
     /// Whether `lhs` and `rhs` have the same bytes.
-    static func equal(_ lhs: String, _ rhs: String) -> Bool {
+    package static func equal(_ lhs: String, _ rhs: String) -> Bool {
         let a = lhs.utf8
         let b = rhs.utf8
         guard a.count == b.count else { return false }
@@ -57,7 +57,7 @@ enum UTF8Bytes {
 
     /// Feeds the bytes of `text` to `hasher`. Native strings hand out their bytes at once; the fallback copies the
     /// same bytes out and feeds them the same way, so that equal bytes always hash alike.
-    static func combine(_ text: String, into hasher: inout Hasher) {
+    package static func combine(_ text: String, into hasher: inout Hasher) {
         let done: Void? = text.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
         if done == nil {
             Array(text.utf8).withUnsafeBytes { hasher.combine(bytes: $0) }
@@ -67,7 +67,7 @@ enum UTF8Bytes {
 
 extension Duration {
     /// Whole nanoseconds, saturating at the bounds of `Int64`.
-    var storeNanoseconds: Int64 {
+    package var storeNanoseconds: Int64 {
         let (seconds, attoseconds) = components
         let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return seconds < 0 ? .min : .max }
@@ -77,7 +77,7 @@ extension Duration {
     }
 
     /// Milliseconds for Redis's `PX`: rounded up, and at least 1 (Redis rejects `PX 0`).
-    var storeMilliseconds: Int64 {
+    package var storeMilliseconds: Int64 {
         let (seconds, attoseconds) = components
         if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 1 }
         let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1000)
@@ -91,7 +91,7 @@ extension Duration {
 
 /// Parses a decimal integer the way Redis does for INCR: an optional minus sign and digits, no spaces, no plus
 /// sign, no leading zeros, within 64 bits.
-func parseRedisInteger<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Int64? {
+package func parseRedisInteger<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Int64? {
     guard !bytes.isEmpty, bytes.count <= 20 else { return nil }
     var index = bytes.startIndex
     var negative = false
@@ -123,7 +123,7 @@ func parseRedisInteger<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Int64? {
 }
 
 /// The error texts Redis answers with, so that every store reports the same failures.
-enum RedisErrorText {
-    static let notInteger = "ERR value is not an integer or out of range"
-    static let overflow = "ERR increment or decrement would overflow"
+package enum RedisErrorText {
+    package static let notInteger = "ERR value is not an integer or out of range"
+    package static let overflow = "ERR increment or decrement would overflow"
 }

@@ -8,6 +8,7 @@ import Synchronization
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 #if canImport(Glibc)
 import Glibc

@@ -5,6 +5,7 @@ import NIOCore
 import Testing
 
 @testable import CachedNetworking
+@testable import CachedNetworkingRedis
 
 /// The stores every contract test runs against.
 enum StoreUnderTest: String, CaseIterable, Sendable, CustomTestStringConvertible {

@@ -1,3 +1,4 @@
+import CachedNetworking
 import CoreMetrics
 import Logging
 import NIOCore
@@ -231,5 +232,8 @@ public final class RESPStore: CacheStore {
     }
 }
 
-/// Every call suspends only in ``RESPConnectionPool/submit(_:replies:)``, which honours ``StoreCallLimit``.
-extension RESPStore: DeadlineBoundedCacheStore {}
+extension RESPStore {
+    /// ``CacheStoreCallStyle/deadlineAware``: every call suspends only in ``RESPConnectionPool/submit(_:replies:)``,
+    /// which honours ``CacheStoreDeadline/current`` and cancellation.
+    public var callStyle: CacheStoreCallStyle { .deadlineAware }
+}

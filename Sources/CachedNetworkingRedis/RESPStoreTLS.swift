@@ -1,3 +1,4 @@
+import CachedNetworking
 extension RESPStore {
     /// How a store's connections use TLS (`rediss://`): which certificates the server's must lead to, how much of
     /// it is checked, the name checked, and a client certificate for servers that require one.

@@ -1,3 +1,4 @@
+import CachedNetworking
 /// Redis Cluster's key slots, as the cluster specification defines them: `CRC16(key) mod 16384`, where CRC16 is
 /// the XMODEM variant (polynomial 0x1021, initial value 0, no reflection) and `key` is replaced by its hash tag
 /// when it has one.

@@ -1,3 +1,4 @@
+import CachedNetworking
 extension RESPStore {
     /// Where a ``RESPStore`` connects and how it manages its connections.
     ///

@@ -1,3 +1,4 @@
+import CachedNetworking
 extension RESPClusterStore {
     /// Where a ``RESPClusterStore`` finds its cluster and how it manages its connections.
     ///

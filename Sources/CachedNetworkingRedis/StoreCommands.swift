@@ -1,3 +1,4 @@
+import CachedNetworking
 import NIOCore
 
 /// The commands the RESP stores send for each ``CacheStore`` call, and how their replies read. Shared by

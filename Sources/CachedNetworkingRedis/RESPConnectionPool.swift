@@ -1,3 +1,4 @@
+import CachedNetworking
 import CHiredis
 import CThreadName
 import Foundation
@@ -151,7 +152,7 @@ final class RESPConnectionPool: @unchecked Sendable {
     /// Sends `command` (a complete RESP request, or `replies` of them back to back, which go out together on one
     /// connection) and waits for its reply; several replies come as one ``RESPReply/array(_:)``.
     ///
-    /// Inside a ``StoreCallLimit`` the call returns by the limit's deadline with ``CacheStoreError/Kind/timeout``,
+    /// Inside a ``CacheStoreDeadline`` the call returns by the limit's deadline with ``CacheStoreError/Kind/timeout``,
     /// and at once when its task is cancelled (``StoreDeadlineWatcher`` and the task's cancellation handler resume
     /// it; the connection thread then drops the command if it has not been sent, or ignores its reply). Outside
     /// one, only the connection's own timeouts apply.
@@ -166,7 +167,7 @@ final class RESPConnectionPool: @unchecked Sendable {
             case .ranOut(let written): handover = Handover(slot: polled.index, written: written, enqueuedAt: polled.enqueuedAt)
             }
         }
-        guard let limit = StoreCallLimit.current else {
+        guard let limit = CacheStoreDeadline.current else {
             let call = PendingStoreCall(limit: nil)
             return await withUnsafeContinuation { continuation in
                 _ = call.start(continuation)
@@ -643,12 +644,6 @@ final class ConditionLock: @unchecked Sendable {
     }
 }
 
-/// CLOCK_MONOTONIC in nanoseconds.
-func monotonicNanoseconds() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
-}
 
 /// `shutdown(2)` both directions of `socket`: blocked reads and writes on it return at once.
 private func shutdownSocket(_ socket: Int32) {

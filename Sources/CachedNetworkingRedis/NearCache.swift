@@ -1,3 +1,4 @@
+import CachedNetworking
 import CoreMetrics
 import Logging
 import NIOCore

@@ -1,3 +1,4 @@
+import CachedNetworking
 import NIOCore
 
 extension RESPStore {

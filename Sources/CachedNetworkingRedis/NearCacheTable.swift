@@ -1,3 +1,4 @@
+import CachedNetworking
 import NIOCore
 
 /// The near cache's bookkeeping, without locks or I/O: the entries (a ``SieveTable``, bounded in bytes) and the

@@ -1,3 +1,4 @@
+import CachedNetworking
 import NIOCore
 
 /// How a store sends the near cache's reads: commands whose keys all live on one server (on a cluster, in one

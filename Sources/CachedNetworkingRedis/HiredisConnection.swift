@@ -1,3 +1,4 @@
+import CachedNetworking
 import CHiredis
 import CachedTLS
 import NIOCore

@@ -1,14 +1,17 @@
+public import CachedNetworking
 public import AsyncHTTPClient
 public import HTTPTypes
 public import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// The default ``HTTPTransport``: AsyncHTTPClient, with redirects not followed and content not decoded.
 ///
-/// The transport either owns its `HTTPClient` (``init(timeout:maximumBodySize:)``: call ``shutdown()`` when
-/// done) or uses one the caller owns (``init(client:timeout:maximumBodySize:)``), which must be configured not to
-/// follow redirects and not to decompress.
+/// The transport either owns its `HTTPClient` (``init(timeout:maximumBodySize:)``) or uses one the caller owns
+/// (``init(client:timeout:maximumBodySize:)``), which must be configured not to follow redirects and not to
+/// decompress. An owned client is shut down by ``shutdown()``, or, when the transport is released without it,
+/// in the background as the transport goes: dropping a transport is never fatal.
 public final class AsyncHTTPClientTransport: HTTPTransport {
     /// The client configuration the owning initializer uses: no redirects, no decompression.
     public static var clientConfiguration: HTTPClient.Configuration {
@@ -20,6 +23,8 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
 
     private let client: HTTPClient
     private let ownsClient: Bool
+    /// Whether ``shutdown()`` has shut the owned client down (or begun to).
+    private let shutDown = Atomic(false)
     private let timeout: Duration
     private let maximumBodySize: Int
 
@@ -45,9 +50,15 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         self.maximumBodySize = maximumBodySize
     }
 
-    /// Shuts the owned client down (nothing when the client belongs to the caller).
+    deinit {
+        // AsyncHTTPClient traps when a client is released without being shut down: start its shutdown instead.
+        if ownsClient, !shutDown.load(ordering: .relaxed) { _ = client.shutdown() }
+    }
+
+    /// Shuts the owned client down (nothing when the client belongs to the caller). Calling it again does nothing.
     public func shutdown() async throws {
-        if ownsClient { try await client.shutdown() }
+        guard ownsClient, !shutDown.exchange(true, ordering: .relaxed) else { return }
+        try await client.shutdown()
     }
 
     /// Sends `request` and collects the response.

@@ -1,3 +1,4 @@
+import CachedNetworking
 /// Work a ``RESPConnectionPool`` connection does on its own thread besides carrying calls: a setup after it
 /// connects and again whenever the hook's ``setupGeneration`` changes, and a notice when a connection that was
 /// set up is lost. The near cache uses it to keep every data connection's `CLIENT TRACKING` pointed at the

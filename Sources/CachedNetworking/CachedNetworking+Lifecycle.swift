@@ -1,0 +1,99 @@
+public import ServiceLifecycle
+
+/// The cache as a swift-service-lifecycle `Service`.
+///
+/// Run it in the `ServiceGroup` of your service, listed before the services that use it (a group shuts its
+/// services down in reverse order), with its store listed before it:
+///
+/// ```swift
+/// let group = ServiceGroup(
+///     services: [store, cache, server],
+///     gracefulShutdownSignals: [.sigterm],
+///     logger: logger)
+/// try await group.run()
+/// ```
+///
+/// While ``run()`` runs, background work (`stale-while-revalidate` refreshes, retried invalidations) runs as its
+/// child tasks. At graceful shutdown no new background work starts; what is running finishes (each store call and
+/// origin fetch is bounded by its timeout), then the cache shuts down what it owns.
+extension CachedNetworking: Service {
+    /// Runs the cache's background work until graceful shutdown or cancellation, then ``shutdown()``.
+    public func run() async throws {
+        let (stream, continuation) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
+        let accepted = background.withLock { state -> Bool in
+            guard !state.stopped, state.runner == nil else { return false }
+            state.runner = continuation
+            return true
+        }
+        guard accepted else {
+            continuation.finish()
+            await shutdown()
+            return
+        }
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                for await job in stream { group.addTask { await job() } }
+            }
+        } onGracefulShutdown: {
+            self.stopBackgroundWork()
+        }
+        // Cancelled rather than shut down gracefully: jobs still queued never ran (those that did have finished).
+        stopBackgroundWork()
+        let waiters = background.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.structuredRunning = 0
+            defer { state.idleWaiters = [] }
+            return state.idleWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+        await shutdown()
+    }
+
+    /// Shuts the cache down: refuses new requests (``CachedNetworkingError/Kind/shutDown``), starts no new
+    /// background work, waits for the background work that is running, and shuts down the transport when the
+    /// cache made it. The store, and a transport you passed in, stay yours. Calling it again does nothing more.
+    public func shutdown() async {
+        isShutDown.store(true, ordering: .relaxed)
+        let first = stopBackgroundWork()
+        await waitForBackgroundRefreshes()
+        if first, ownsTransport {
+            do {
+                try await transport.shutdown()
+            } catch {
+                logger.warning("the cache's HTTP transport did not shut down cleanly", metadata: [CachedNetworkingLogKeys.error: "\(error)"])
+            }
+        }
+    }
+
+    /// Stops taking background work and ends ``run()``'s loop over it.
+    /// - Returns: whether this call stopped it (false when it was already stopped).
+    @discardableResult
+    func stopBackgroundWork() -> Bool {
+        let (first, runner) = background.withLock { state in
+            defer {
+                state.stopped = true
+                state.runner = nil
+            }
+            return (!state.stopped, state.runner)
+        }
+        runner?.finish()
+        return first
+    }
+}
+
+extension CacheStore {
+    /// A store's `Service.run()`: waits for graceful shutdown (or cancellation), then shuts the store down.
+    package func runUntilGracefulShutdown() async {
+        try? await gracefulShutdown()
+        await shutdown()
+    }
+}
+
+/// A `Service` in a `ServiceGroup`: shut down at graceful shutdown, after the services listed after it.
+extension MemoryStore: Service {
+    public func run() async throws { await runUntilGracefulShutdown() }
+}
+
+/// A `Service` in a `ServiceGroup`: shuts the wrapped store down at graceful shutdown.
+extension FailOpenStore: Service {
+    public func run() async throws { await runUntilGracefulShutdown() }
+}

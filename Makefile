@@ -20,7 +20,7 @@ APT_PACKAGES = libhiredis-dev libjemalloc-dev libssl-dev redis-server redis-tool
 TEST_APT_PACKAGES = python3-pip openssl
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build release run test test-cluster deps deps-test install install-files uninstall clean bench bench-check \
+.PHONY: all build release run test consumer-check test-cluster deps deps-test install install-files uninstall clean bench bench-check \
         bench-hitratio bench-sdk fuzz fuzz-check fuzz-build test-sanitize
 
 all: build
@@ -60,11 +60,18 @@ run: release
 
 # Unit and SDK tests first, one at a time (some check that timeouts fire promptly, which a thread pool busy with
 # other tests would make meaningless), then the live tests that start servers and drive them with redis-cli,
-# hiredis and redis-py, in parallel and in a process of their own.
+# hiredis and redis-py, in parallel and in a process of their own. Last, the consumer check: README's and
+# docs/sdk.md's Swift samples, extracted into a package of their own that depends on this one, built in debug and
+# run against cached-server and a loopback origin (Tests/Consumer/consumer_check.py).
 test: deps-test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip IntegrationTests --skip ClusterTests --no-parallel
 	$(SWIFT) test --skip-build --filter IntegrationTests
+	$(MAKE) consumer-check
+
+consumer-check:
+	$(SWIFT) build --product cached-server
+	python3 Tests/Consumer/consumer_check.py --server .build/debug/cached-server
 
 # The SDK on a real Redis Cluster (3 masters and 3 replicas of redis-server on loopback, one cluster per suite):
 # the store contract, routing and key layout, traffic while `redis-cli --cluster reshard` moves slots, and a

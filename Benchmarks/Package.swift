@@ -26,6 +26,7 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "CachedNetworking", package: "cached"),
                 .product(name: "CachedNetworkingRedis", package: "cached"),
+                .product(name: "CachedNetworkingAsyncHTTPClient", package: "cached"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -49,11 +49,13 @@ extension CachedNetworking: Service {
     }
 
     /// Shuts the cache down: refuses new requests (``CachedNetworkingError/Kind/shutDown``), starts no new
-    /// background work, waits for the background work that is running, and shuts down the transport when the
-    /// cache made it. The store, and a transport you passed in, stay yours. Calling it again does nothing more.
+    /// background work, waits for the requests and the background work in progress (each bounded by the store's
+    /// and the origin's timeouts), and shuts down the transport when the cache made it. The store, and a
+    /// transport you passed in, stay yours. Calling it again does nothing more.
     public func shutdown() async {
-        isShutDown.store(true, ordering: .relaxed)
+        isShutDown.store(true, ordering: .sequentiallyConsistent)
         let first = stopBackgroundWork()
+        await waitForRequestsInFlight()
         await waitForBackgroundRefreshes()
         if first, ownsTransport {
             do {
@@ -62,6 +64,31 @@ extension CachedNetworking: Service {
                 logger.warning("the cache's HTTP transport did not shut down cleanly", metadata: [CachedNetworkingLogKeys.error: "\(error)"])
             }
         }
+    }
+
+    /// Waits until no call of ``run(_:body:policy:)`` is in progress (once ``isShutDown`` is set, no new one starts).
+    func waitForRequestsInFlight() async {
+        while requestsInFlight.load(ordering: .sequentiallyConsistent) > 0 {
+            await withCheckedContinuation { (idle: CheckedContinuation<Void, Never>) in
+                let now = background.withLock { state -> Bool in
+                    if requestsInFlight.load(ordering: .sequentiallyConsistent) == 0 { return true }
+                    state.requestWaiters.append(idle)
+                    return false
+                }
+                if now { idle.resume() }
+            }
+        }
+    }
+
+    /// Called as each ``run(_:body:policy:)`` returns: the last one out after shutdown wakes ``shutdown()``.
+    func requestFinished() {
+        let left = requestsInFlight.subtract(1, ordering: .sequentiallyConsistent).newValue
+        guard left == 0, isShutDown.load(ordering: .sequentiallyConsistent) else { return }
+        let waiters = background.withLock { state in
+            defer { state.requestWaiters = [] }
+            return state.requestWaiters
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     /// Stops taking background work and ends ``run()``'s loop over it.

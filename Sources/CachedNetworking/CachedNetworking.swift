@@ -6,7 +6,6 @@ import Foundation
 public import HTTPTypes
 public import Logging
 import CoreMetrics
-public import ServiceLifecycle
 public import NIOCore
 import Synchronization
 
@@ -43,6 +42,8 @@ public final class CachedNetworking: Sendable {
     let background = Mutex<BackgroundWork>(BackgroundWork())
     /// Set by ``shutdown()``: requests are refused from then on.
     let isShutDown = Atomic(false)
+    /// Calls of ``run(_:body:policy:)`` that have not returned; ``shutdown()`` waits for them.
+    let requestsInFlight = Atomic(0)
 
     /// A cache over `store` that fetches through `transport`.
     ///
@@ -119,11 +120,29 @@ public final class CachedNetworking: Sendable {
         body: ByteBuffer? = nil,
         policy: CachePolicy = .useProtocolCachePolicy
     ) async throws(CachedNetworkingError) -> CachedResponse {
+        // Counted before the shutdown flag is read, so that shutdown() (which sets the flag, then waits for the
+        // count to reach zero) either sees this call or this call sees the flag.
+        requestsInFlight.add(1, ordering: .sequentiallyConsistent)
+        let start = ContinuousClock.now
+        defer {
+            metrics.runDuration.recordNanoseconds(CacheMetrics.nanoseconds(since: start))
+            requestFinished()
+        }
+        if isShutDown.load(ordering: .sequentiallyConsistent) {
+            throw CachedNetworkingError(.shutDown, "the cache was shut down")
+        }
+        return try await answer(request, body: body, policy: policy)
+    }
+
+    func answer(
+        _ request: HTTPRequest,
+        body: ByteBuffer?,
+        policy: CachePolicy
+    ) async throws(CachedNetworkingError) -> CachedResponse {
         guard let target = RequestTarget(request) else {
             throw CachedNetworkingError(.invalidRequest, "the request has no scheme or authority")
         }
         if Task.isCancelled { throw CachedNetworkingError(.cancelled, "cancelled before start") }
-        if isShutDown.load(ordering: .relaxed) { throw CachedNetworkingError(.shutDown, "the cache was shut down") }
         if !configuration.rules.cacheableMethods.contains(target.method) {
             return try await forwardUncached(request, body: body, uri: target.normalizedURI, reason: .method)
         }
@@ -511,6 +530,8 @@ public final class CachedNetworking: Sendable {
     func send(_ request: HTTPRequest, body: ByteBuffer?) async throws(CachedNetworkingError) -> (HTTPTransportResponse, Date, Date) {
         let requestTime = now()
         do {
+            let start = ContinuousClock.now
+            defer { metrics.originFetchDuration.recordNanoseconds(CacheMetrics.nanoseconds(since: start)) }
             var response = try await transport.send(request, body: body)
             metrics.originBytes(response.body.readableBytes)
             let responseTime = now()
@@ -739,6 +760,8 @@ struct BackgroundWork: Sendable {
     var structuredRunning = 0
     /// Callers of ``CachedNetworking/waitForBackgroundRefreshes()`` waiting for ``structuredRunning`` to reach 0.
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    /// ``CachedNetworking/shutdown()`` waiting for the requests in flight to finish.
+    var requestWaiters: [CheckedContinuation<Void, Never>] = []
     /// Set by ``CachedNetworking/shutdown()`` (and graceful shutdown): no new background work starts.
     var stopped = false
     /// URIs whose invalidation the store did not take, waiting for the retry task (at most one runs).

@@ -37,6 +37,15 @@ public enum CachedNetworkingMetrics {
     /// tracking connection was lost: everything dropped).
     public static let nearCacheInvalidations = "cached_networking_near_cache_invalidations_total"
 
+    /// How long each ``CachedNetworking/run(_:body:policy:)`` took, whatever answered it (a swift-metrics `Timer`,
+    /// in nanoseconds).
+    public static let runDuration = "cached_networking_run_duration"
+    /// How long each store call took, by ``Dimension/operation`` (a `Timer`; calls that timed out count with
+    /// the time they were given).
+    public static let storeCallDuration = "cached_networking_store_call_duration"
+    /// How long each origin fetch took, response body included (a `Timer`).
+    public static let originFetchDuration = "cached_networking_origin_fetch_duration"
+
     /// Dimension names.
     public enum Dimension {
         /// The configured key namespace.
@@ -66,6 +75,10 @@ public enum CachedNetworkingLogKeys {
     public static let error = "cached.error"
     /// The Cache-Status member of the answer.
     public static let cacheStatus = "cached.cache_status"
+    /// How long a store outage lasted.
+    public static let outageDuration = "cached.store.outage"
+    /// How many store calls failed during an outage.
+    public static let failedCalls = "cached.store.failed_calls"
 }
 
 /// The counters, made once.
@@ -82,6 +95,9 @@ struct CacheMetrics: Sendable {
     private let originFetches: [String: Counter]
     private let cacheBytesCounter: Counter
     private let originBytesCounter: Counter
+    let runDuration: Timer
+    let originFetchDuration: Timer
+    private let storeCallDurations: [String: Timer]
 
     init(factory: any MetricsFactory, namespace: String, extra: [(String, String)]) {
         let dimensions = [(Names.Dimension.namespace, namespace)] + extra
@@ -98,11 +114,29 @@ struct CacheMetrics: Sendable {
         revalidations = family(Names.revalidations, Names.Dimension.result, ["not_modified", "modified", "error"])
         staleServedCounters = family(Names.staleServed, Names.Dimension.reason, ["max_stale", "stale_while_revalidate", "stale_if_error", "policy"])
         coalescedWaits = family(Names.coalescedWaits, Names.Dimension.scope, ["process", "lease"])
-        storeErrors = family(Names.storeErrors, Names.Dimension.operation, ["get", "set", "set_if_absent", "remove", "increment"])
+        storeErrors = family(Names.storeErrors, Names.Dimension.operation, Self.storeOperations)
         originFetches = family(Names.originFetches, Names.Dimension.reason, ["miss", "validation", "refresh", "bypass", "unsafe_method", "reload"])
         let bytesCounters = family(Names.bytes, Names.Dimension.source, ["cache", "origin"])
         cacheBytesCounter = bytesCounters["cache"]!
         originBytesCounter = bytesCounters["origin"]!
+        runDuration = Timer(label: Names.runDuration, dimensions: dimensions, factory: factory)
+        originFetchDuration = Timer(label: Names.originFetchDuration, dimensions: dimensions, factory: factory)
+        storeCallDurations = Dictionary(uniqueKeysWithValues: Self.storeOperations.map {
+            ($0, Timer(label: Names.storeCallDuration, dimensions: dimensions + [(Names.Dimension.operation, $0)], factory: factory))
+        })
+    }
+
+    static let storeOperations = ["get", "set", "set_if_absent", "remove", "increment"]
+
+    /// Records a store call of `operation` that started at `start`.
+    func storeCall(_ operation: String, since start: ContinuousClock.Instant) {
+        storeCallDurations[operation]?.recordNanoseconds(Self.nanoseconds(since: start))
+    }
+
+    /// The nanoseconds from `start` to now.
+    static func nanoseconds(since start: ContinuousClock.Instant) -> Int64 {
+        let elapsed = (ContinuousClock.now - start).components
+        return elapsed.seconds &* 1_000_000_000 &+ elapsed.attoseconds / 1_000_000_000
     }
 
     func revalidation(_ result: String) { revalidations[result]?.increment() }

@@ -16,6 +16,8 @@ struct StoreAccess: Sendable {
     /// For other stores, the entries this process read or wrote, kept decoded beside their bytes (nil when the
     /// configuration keeps none).
     let decodedReads: DecodedReads?
+    /// Whether the store is failing, for the warning when an outage starts and the notice when it ends.
+    let outage: StoreOutage
 
     init(store: any CacheStore, timeout: Duration, metrics: CacheMetrics, logger: Logger, decodedEntryMemory: Int = 0) {
         self.store = store
@@ -26,6 +28,7 @@ struct StoreAccess: Sendable {
         let decodedStore = store as? any DecodedEnvelopeStore
         self.decodedStore = decodedStore
         self.decodedReads = decodedStore == nil && decodedEntryMemory > 0 ? DecodedReads(maxBytes: decodedEntryMemory) : nil
+        self.outage = StoreOutage()
     }
 
     /// The value under `key`; `.failed` when the store failed or timed out.
@@ -60,6 +63,8 @@ struct StoreAccess: Sendable {
         _ key: String,
         _ body: @escaping @Sendable () async throws(CacheStoreError) -> T
     ) async -> StoreRead<T> {
+        let start = ContinuousClock.now
+        defer { metrics.storeCall(operation, since: start) }
         let result: Result<T, CacheStoreError>
         switch callStyle {
         case .immediate:
@@ -80,8 +85,15 @@ struct StoreAccess: Sendable {
     func settle<T: Sendable>(_ operation: String, _ key: String, _ result: Result<T, CacheStoreError>) -> StoreRead<T> {
         switch result {
         case .success(let value):
+            if outage.isOngoing { outage.ended(logger: logger) }
             return .value(value)
         case .failure(let error):
+            if error.kind == .server {
+                // An error reply: the store is up (and refuses this call, as its own log says).
+                if outage.isOngoing { outage.ended(logger: logger) }
+            } else {
+                outage.failed(error, operation: operation, logger: logger)
+            }
             metrics.storeError(operation)
             logger.debug(
                 "cache store call failed; continuing without the store",
@@ -181,5 +193,62 @@ private final class TimeoutRace<T: Sendable>: Sendable {
         continuation?.resume(returning: result)
         work?.cancel()
         timer?.cancel()
+    }
+}
+
+/// A store outage as the logs tell it: one warning when the store starts failing, one notice when it answers again
+/// (with how long it was out and how many calls failed), and between them the individual failures at debug level
+/// only. A store that fails and recovers over and over warns at most once a minute.
+final class StoreOutage: Sendable {
+    private struct State {
+        var since: ContinuousClock.Instant?
+        var failures = 0
+        var lastWarning: ContinuousClock.Instant?
+        var warned = false
+    }
+
+    private let state = Mutex(State())
+    /// Read on every successful call: one relaxed load while the store is well.
+    private let ongoing = Atomic(false)
+    static let warningInterval = Duration.seconds(60)
+
+    var isOngoing: Bool { ongoing.load(ordering: .relaxed) }
+
+    func failed(_ error: CacheStoreError, operation: String, logger: Logger) {
+        let now = ContinuousClock.now
+        let warn = state.withLock { state -> Bool in
+            state.failures += 1
+            guard state.since == nil else { return false }
+            state.since = now
+            ongoing.store(true, ordering: .relaxed)
+            if let last = state.lastWarning, now - last < Self.warningInterval {
+                state.warned = false
+                return false
+            }
+            state.lastWarning = now
+            state.warned = true
+            return true
+        }
+        if warn {
+            logger.warning(
+                "the cache store is failing; requests go to the origin until it answers again",
+                metadata: [CachedNetworkingLogKeys.operation: "\(operation)", CachedNetworkingLogKeys.error: "\(error)"])
+        }
+    }
+
+    func ended(logger: Logger) {
+        let ended = state.withLock { state -> (Duration, Int, Bool)? in
+            guard let since = state.since else { return nil }
+            defer {
+                state.since = nil
+                state.failures = 0
+            }
+            ongoing.store(false, ordering: .relaxed)
+            return (ContinuousClock.now - since, state.failures, state.warned)
+        }
+        guard let (duration, failures, warned) = ended, warned else { return }
+        logger.info(
+            "the cache store answers again",
+            metadata: [CachedNetworkingLogKeys.outageDuration: "\(duration)", CachedNetworkingLogKeys.failedCalls: "\(failures)"])
     }
 }

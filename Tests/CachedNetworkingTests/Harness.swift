@@ -102,9 +102,19 @@ extension CachedResponse {
     var text: String { String(buffer: body) }
 }
 
-/// A metrics factory that keeps counter values, for assertions.
+/// A metrics factory that keeps counter values and timer records, for assertions.
 final class TestMetrics: MetricsFactory, Sendable {
     private let counters = Mutex<[String: TestCounter]>([:])
+    private let timers = Mutex<[String: TestTimer]>([:])
+
+    /// The durations recorded by the timers named `label` whose dimensions include `matching`.
+    func timings(_ label: String, _ matching: [(String, String)] = []) -> [Int64] {
+        timers.withLock { timers in
+            timers.values.filter { timer in
+                timer.label == label && matching.allSatisfy { pair in timer.dimensions.contains { $0 == pair } }
+            }.flatMap(\.values)
+        }
+    }
 
     private static func key(_ label: String, _ dimensions: [(String, String)]) -> String {
         ([label] + dimensions.sorted { $0.0 < $1.0 }.map { "\($0.0)=\($0.1)" }).joined(separator: "|")
@@ -138,7 +148,13 @@ final class TestMetrics: MetricsFactory, Sendable {
     }
 
     func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
-        TestTimer()
+        timers.withLock { timers in
+            let key = Self.key(label, dimensions)
+            if let existing = timers[key] { return existing }
+            let timer = TestTimer(label: label, dimensions: dimensions)
+            timers[key] = timer
+            return timer
+        }
     }
 
     func destroyCounter(_ handler: any CounterHandler) {}
@@ -167,7 +183,17 @@ final class TestRecorder: RecorderHandler, Sendable {
 }
 
 final class TestTimer: TimerHandler, Sendable {
-    func recordNanoseconds(_ duration: Int64) {}
+    let label: String
+    let dimensions: [(String, String)]
+    private let recorded = Mutex<[Int64]>([])
+
+    init(label: String, dimensions: [(String, String)]) {
+        self.label = label
+        self.dimensions = dimensions
+    }
+
+    var values: [Int64] { recorded.withLock { $0 } }
+    func recordNanoseconds(_ duration: Int64) { recorded.withLock { $0.append(duration) } }
 }
 
 final class TestFloatingCounter: FloatingPointCounterHandler, Sendable {

@@ -1,6 +1,8 @@
 import Benchmark
 import BenchmarkLoopback
 import CachedNetworking
+import CachedNetworkingAsyncHTTPClient
+import CachedNetworkingRedis
 import Foundation
 import HTTPTypes
 import NIOCore

@@ -170,9 +170,12 @@ func timeUntilGone(
     try await CachedStoreContract.timeUntilGone(old, key: key, from: store, since: since, deadline: roundDeadline)
 }
 
-/// A log handler that keeps messages at warning level and above, for assertions.
+/// A log handler that keeps messages at `minimumLevel` (warning unless told) and above, for assertions.
 final class CapturedLog: Sendable {
     private let messages = Mutex<[String]>([])
+    let minimumLevel: Logger.Level
+
+    init(minimumLevel: Logger.Level = .warning) { self.minimumLevel = minimumLevel }
 
     var warnings: [String] { messages.withLock { $0 } }
 
@@ -193,9 +196,9 @@ final class CapturedLog: Sendable {
         }
 
         func log(event: LogEvent) {
-            guard event.level >= .warning else { return }
+            guard event.level >= log.minimumLevel else { return }
             let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-            log.messages.withLock { $0.append("\(event.message) \(merged)") }
+            log.messages.withLock { $0.append("\(event.level) \(event.message) \(merged)") }
         }
     }
 }

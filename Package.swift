@@ -166,6 +166,7 @@ let package = Package(
             dependencies: [
                 "CachedNetworking", "CachedNetworkingTesting", "HTTPCaching", "CachedTestSupport", "CachedStoreContract",
                 "CachedOriginSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

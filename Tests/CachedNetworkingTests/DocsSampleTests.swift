@@ -25,6 +25,15 @@ private enum QuickStart {
         return answer
     }
 
+    static func transportSettings() -> AsyncHTTPClientTransport {
+        let transport = AsyncHTTPClientTransport(timeout: .seconds(10), maximumBodySize: 256 << 20)
+        return transport
+    }
+
+    static func timedOut(_ error: CachedNetworkingError) -> Bool {
+        (error.underlying as? HTTPTransportError)?.kind == .timeout
+    }
+
     static func load(_ cache: CachedNetworking, _ url: URL) {
         cache.run(URLRequest(url: url)) { data, response, error, fromCache in
             _ = (data, response, error, fromCache)

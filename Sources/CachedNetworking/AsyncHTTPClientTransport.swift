@@ -28,6 +28,10 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         return configuration
     }
 
+    /// The largest response body a transport collects, and its default maximum: 4 GiB − 1, the most a
+    /// `ByteBuffer` holds (AsyncHTTPClient's own limit for the responses it collects).
+    public static let largestBodySize = Int(UInt32.max)
+
     private let client: HTTPClient
     private let ownsClient: Bool
     private let timeout: Duration
@@ -39,15 +43,16 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     ///     head and the whole body. Past it the exchange is abandoned (its connection closed) and
     ///     ``HTTPTransportError/Kind/timeout`` thrown.
     ///   - maximumBodySize: Larger response bodies fail the request with ``HTTPTransportError/Kind/bodyTooLarge``
-    ///     (a `Content-Length` above it before any of the body is read).
-    public init(timeout: Duration = .seconds(30), maximumBodySize: Int = 64 << 20) {
+    ///     (a `Content-Length` above it before any of the body is read). At most ``largestBodySize``, the
+    ///     default.
+    public init(timeout: Duration = .seconds(30), maximumBodySize: Int = largestBodySize) {
         self.client = HTTPClient(
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
             configuration: Self.clientConfiguration
         )
         self.ownsClient = true
         self.timeout = timeout
-        self.maximumBodySize = maximumBodySize
+        self.maximumBodySize = min(maximumBodySize, Self.largestBodySize)
     }
 
     /// A transport over `client`, which the caller keeps and shuts down.
@@ -56,11 +61,11 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     ///     ``clientConfiguration``).
     ///   - timeout: Deadline for a whole exchange, response body included, as in ``init(timeout:maximumBodySize:)``.
     ///   - maximumBodySize: The largest response body accepted, as in ``init(timeout:maximumBodySize:)``.
-    public init(client: HTTPClient, timeout: Duration = .seconds(30), maximumBodySize: Int = 64 << 20) {
+    public init(client: HTTPClient, timeout: Duration = .seconds(30), maximumBodySize: Int = largestBodySize) {
         self.client = client
         self.ownsClient = false
         self.timeout = timeout
-        self.maximumBodySize = maximumBodySize
+        self.maximumBodySize = min(maximumBodySize, Self.largestBodySize)
     }
 
     /// Shuts the owned client down (nothing when the client belongs to the caller).

@@ -113,7 +113,10 @@ let package = Package(
             dependencies: [
                 "CachedNetworking",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         // Helpers the live test targets share (test targets cannot import each other): starting cached-server and

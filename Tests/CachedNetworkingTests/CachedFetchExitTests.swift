@@ -28,9 +28,9 @@ struct CachedFetchExitTests {
     @Test("a body trickled past --max-time: exit 28 with the timeout's line")
     func trickleTimesOut() async throws {
         let origin = try await OriginServer.start()
-        origin.route("/trickle", reply: .init(body: String(repeating: "t", count: 300), trickle: .milliseconds(100)))
-        // The trickle takes 30 s; the run is killed (and fails) after 10.
-        let output = try await cachedFetch(["--max-time", "0.3", origin.url("/trickle")], timeout: 10)
+        origin.route("/trickle", reply: .init(body: String(repeating: "t", count: 600), trickle: .milliseconds(100)))
+        // The trickle takes 60 s; the run is killed (and fails) after 30.
+        let output = try await cachedFetch(["--max-time", "0.3", origin.url("/trickle")], timeout: 30)
         #expect(output.status == 28, "\(output.summary)")
         #expect(
             output.standardError == "cached-fetch: no complete response from http://127.0.0.1:\(origin.port) within 0.3 seconds\n",

@@ -138,7 +138,10 @@ let package = Package(
             dependencies: [
                 "CachedNetworking", "CachedNetworkingRedis", "CachedNetworkingAsyncHTTPClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         // Helpers the live test targets share (test targets cannot import each other): starting cached-server and
@@ -191,6 +194,7 @@ let package = Package(
             dependencies: [
                 "CachedNetworking", "CachedNetworkingRedis", "CachedNetworkingAsyncHTTPClient", "CachedNetworkingTesting",
                 "HTTPCaching", "CachedTestSupport", "CachedStoreContract", "CachedOriginSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

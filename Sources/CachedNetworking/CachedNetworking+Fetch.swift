@@ -174,7 +174,14 @@ extension CachedNetworking {
             if let existing, !decision.isStorable { await store.remove([existing.key]) }
             return (nil, decision.isStorable)
         }
-        guard answer.body.readableBytes <= configuration.maximumStoredBodySize else { return (nil, true) }
+        guard answer.body.readableBytes <= configuration.maximumStoredBodySize else {
+            // Served, not stored; and a stored response it replaces is out of date.
+            logger.debug(
+                "not stored: a body of \(answer.body.readableBytes) bytes, over maximumStoredBodySize",
+                metadata: [CachedNetworkingLogKeys.uri: "\(context.uri)"])
+            if let existing { await store.remove([existing.key]) }
+            return (nil, true)
+        }
         let override = configuration.lifetimeOverride(for: context.request).map { Int($0.components.seconds) }
         let vary = Vary(cleaned.headerFields)
         let values = vary?.selectingValues(from: context.request.headerFields) ?? []

@@ -12,7 +12,9 @@ public struct CachedNetworkingError: Error, Sendable, CustomStringConvertible {
 
         /// The request cannot be sent: it lacks a scheme or authority, or cannot be converted.
         public static let invalidRequest = Kind(base: .invalidRequest)
-        /// The origin could not be reached or the exchange failed.
+        /// The origin could not be reached or the exchange failed. The transport's error is the
+        /// ``CachedNetworkingError/underlying`` error: an ``HTTPTransportError`` for the failures it names (a
+        /// timeout, a refused connection…).
         public static let transport = Kind(base: .transport)
         /// The cache store failed during an explicit cache operation (invalidation).
         public static let store = Kind(base: .store)

@@ -27,7 +27,9 @@ extension CachedNetworking {
         /// How long this process reuses the namespace generation it read from the store. Zero reads it for
         /// every request, so that ``CachedNetworking/invalidateAll()`` in another process is seen at once.
         public var generationCacheDuration: Duration = .seconds(1)
-        /// Responses with a larger body are served but not stored.
+        /// Responses with a larger body are passed on to the caller but not stored (and a stored response they
+        /// replace is removed). What can be fetched at all is the transport's to bound (see
+        /// ``AsyncHTTPClientTransport/init(timeout:maximumBodySize:)``), never this.
         public var maximumStoredBodySize: Int = 8 << 20
         /// How long a response is kept in the store past its freshness and stale windows, so that it can still be
         /// revalidated with a cheap 304, or served under `max-stale` or ``CachePolicy/returnCacheDataElseLoad``.

@@ -6,20 +6,43 @@ import NIOPosix
 import Synchronization
 
 /// A local origin HTTP/1.1 server for the tests: binds 127.0.0.1 on port 0, answers each path from a script,
-/// counts requests, and can delay answers.
+/// counts requests, and can delay answers or trickle their bodies.
 public final class OriginServer: Sendable {
     /// A scripted answer.
     public struct Reply: Sendable {
         public var status: Int = 200
         public var headers: [(String, String)] = []
-        public var body: String = ""
+        /// The body's bytes (sent with a `Content-Length` unless the headers have one).
+        public var content: ByteBuffer
+        /// Time before the answer starts.
         public var delay: Duration? = nil
+        /// When set, the head goes at once and the body one byte at a time, this far apart: an origin that
+        /// holds a fetch with a slow body. (The bytes stop when the client closes the connection.)
+        public var trickle: Duration? = nil
 
-        public init(status: Int = 200, headers: [(String, String)] = [], body: String = "", delay: Duration? = nil) {
+        /// The body as text.
+        public var body: String {
+            get { String(buffer: content) }
+            set { content = ByteBuffer(string: newValue) }
+        }
+
+        public init(
+            status: Int = 200, headers: [(String, String)] = [], body: String = "", delay: Duration? = nil,
+            trickle: Duration? = nil
+        ) {
+            self.init(status: status, headers: headers, content: ByteBuffer(string: body), delay: delay, trickle: trickle)
+        }
+
+        /// An answer with `content` as its body (shared, not copied, by every answer made from it).
+        public init(
+            status: Int = 200, headers: [(String, String)] = [], content: ByteBuffer, delay: Duration? = nil,
+            trickle: Duration? = nil
+        ) {
             self.status = status
             self.headers = headers
-            self.body = body
+            self.content = content
             self.delay = delay
+            self.trickle = trickle
         }
     }
 
@@ -152,10 +175,8 @@ private final class OriginHandler: ChannelInboundHandler, @unchecked Sendable {
             let keepAlive = head.isKeepAlive
             let isHead = head.method == .HEAD
             if let delay = reply.delay {
-                let (seconds, attoseconds) = delay.components
-                let nanos = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
                 let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-                context.eventLoop.scheduleTask(in: .nanoseconds(nanos)) {
+                context.eventLoop.scheduleTask(in: TimeAmount(delay)) {
                     let (handler, context) = loopBound.value
                     handler.write(reply, context: context, keepAlive: keepAlive, isHead: isHead)
                 }
@@ -168,15 +189,44 @@ private final class OriginHandler: ChannelInboundHandler, @unchecked Sendable {
     private func write(_ reply: OriginServer.Reply, context: ChannelHandlerContext, keepAlive: Bool, isHead: Bool) {
         var headers = HTTPHeaders()
         for (name, value) in reply.headers { headers.add(name: name, value: value) }
-        let body = ByteBuffer(string: reply.body)
+        let body = reply.content
         if !headers.contains(name: "content-length") && reply.status != 304 && reply.status != 204 {
             headers.add(name: "Content-Length", value: String(body.readableBytes))
         }
         let head = HTTPResponseHead(version: .http1_1, status: .init(statusCode: reply.status), headers: headers)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
-        if !isHead && reply.status != 304 && reply.status != 204 && body.readableBytes > 0 {
+        let hasBody = !isHead && reply.status != 304 && reply.status != 204 && body.readableBytes > 0
+        if hasBody, let trickle = reply.trickle {
+            context.flush()
+            self.trickle(body, every: TimeAmount(trickle), context: context, keepAlive: keepAlive)
+            return
+        }
+        if hasBody {
             context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         }
+        end(context: context, keepAlive: keepAlive)
+    }
+
+    /// Sends `rest` one byte per `interval`, then ends the response; stops when the connection is gone.
+    private func trickle(_ rest: ByteBuffer, every interval: TimeAmount, context: ChannelHandlerContext, keepAlive: Bool) {
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: interval) {
+            let (handler, context) = loopBound.value
+            guard context.channel.isActive else { return }
+            var rest = rest
+            if let byte = rest.readSlice(length: 1) {
+                context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(byte))), promise: nil)
+            }
+            if rest.readableBytes > 0 {
+                handler.trickle(rest, every: interval, context: context, keepAlive: keepAlive)
+            } else {
+                handler.end(context: context, keepAlive: keepAlive)
+            }
+        }
+    }
+
+    /// Ends the response, and closes the connection unless it is kept alive.
+    private func end(context: ChannelHandlerContext, keepAlive: Bool) {
         let promise = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: promise)
         if !keepAlive {

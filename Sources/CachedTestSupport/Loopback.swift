@@ -12,6 +12,19 @@ public func freeLoopbackPort() throws -> Int {
     return try boundPort(fd)
 }
 
+/// A socket bound to a port of 127.0.0.1 that does not listen, and that port: a connection to it is refused for
+/// as long as the socket stays open (no other program can listen there meanwhile). The caller closes it.
+public func refusingLoopbackPort() throws -> (fd: Int32, port: Int) {
+    let fd = try loopbackSocket()
+    do {
+        try bindLoopback(fd, port: 0)
+        return (fd, try boundPort(fd))
+    } catch {
+        close(fd)
+        throw error
+    }
+}
+
 /// A TCP port `p` on 127.0.0.1 such that nothing listens on `p` nor on `p + offset` right now (a Redis Cluster node
 /// listens on its port and on port + 10000 for its cluster bus). Both are below Linux's ephemeral port range, so
 /// that outgoing connections do not take them in the meantime.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import AsyncHTTPClient
 import CachedNetworking
 import CachedNetworkingAsyncHTTPClient
 import CachedNetworkingRedis
@@ -6,6 +7,7 @@ import Foundation
 import HTTPTypes
 import Logging
 import NIOCore
+import NIOPosix
 
 /// `cached-fetch`: fetch a URL through the SDK and print it.
 @main
@@ -13,7 +15,12 @@ struct CachedFetch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cached-fetch",
         abstract: "Fetch a URL through the CachedNetworking shared HTTP cache.",
-        discussion: "Prints the body on standard output and the Cache-Status line on standard error."
+        discussion: """
+            Prints the body on standard output and the Cache-Status line on standard error. A failed fetch is \
+            reported in one line on standard error, and the exit status says what failed (curl's numbers where \
+            curl has one):
+
+            """ + FetchFailure.statusTable
     )
 
     @Option(
@@ -42,6 +49,16 @@ struct CachedFetch: AsyncParsableCommand {
     var verbose = false
 
     @Option(
+        name: [.customShort("m"), .long],
+        help: "Seconds a fetch may take, like curl -m: connecting, sending, and receiving the whole response (exit status 28 past it).")
+    var maxTime: Double = 30
+
+    @Option(
+        name: .long,
+        help: "The largest response body to accept, in bytes or with a suffix (e.g. 512m), like curl --max-filesize (exit status 63 past it; default 4 GiB - 1, the most the transport holds).")
+    var maxFilesize: String?
+
+    @Option(
         name: .long,
         help: "Keep a near cache of this many bytes (e.g. 16m) in front of a redis:// or redis+cluster:// store, kept coherent by the servers' invalidation messages.")
     var nearCache: String?
@@ -66,15 +83,22 @@ struct CachedFetch: AsyncParsableCommand {
 
     func validate() throws {
         _ = try FetchRequest.make(url: url, headers: header, method: method)
-        let spec = try StoreSpec(parsing: store)
-        if let nearCache {
-            _ = try parseByteCount(nearCache)
-            if spec == .memory { throw ValidationError("--near-cache needs a redis:// or redis+cluster:// store") }
-        } else if nearCacheBroadcast {
-            throw ValidationError("--near-cache-broadcast needs --near-cache")
+        do {
+            let spec = try StoreSpec(parsing: store)
+            try spec.check()
+            if let nearCache {
+                _ = try parseByteCount(nearCache)
+                if spec == .memory { throw ValidationError("--near-cache needs a redis:// or redis+cluster:// store") }
+            } else if nearCacheBroadcast {
+                throw ValidationError("--near-cache-broadcast needs --near-cache")
+            }
+            if let maxFilesize { _ = try parseByteCount(maxFilesize) }
+        } catch let error as StoreSpecError {
+            throw ValidationError(error.message)
         }
         guard `repeat` >= 1 else { throw ValidationError("--repeat must be at least 1") }
         guard interval >= 0 else { throw ValidationError("--interval must not be negative") }
+        guard maxTime > 0, maxTime <= 1e9 else { throw ValidationError("--max-time must be a positive number of seconds") }
     }
 
     /// The near cache the flags ask for.
@@ -90,8 +114,19 @@ struct CachedFetch: AsyncParsableCommand {
         logger.logLevel = verbose ? .debug : .warning
         let request = try FetchRequest.make(url: url, headers: header, method: method)
         let body = data.map { ByteBuffer(string: $0) }
-        let made = try makeStore(try StoreSpec(parsing: store), nearCache: try nearCacheSettings(), logger: logger)
-        let transport = AsyncHTTPClientTransport()
+        let made: MadeStore
+        do {
+            made = try makeStore(try StoreSpec(parsing: store), nearCache: try nearCacheSettings(), logger: logger)
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        var clientConfiguration = AsyncHTTPClientTransport.clientConfiguration
+        // As curl does: a refused connection fails the fetch at once, rather than being retried until --max-time.
+        clientConfiguration.connectionPool.retryConnectionEstablishment = false
+        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: clientConfiguration)
+        let transport = AsyncHTTPClientTransport(
+            client: client, timeout: .milliseconds(Int64((maxTime * 1_000).rounded(.up))),
+            maximumBodySize: try maxFilesize.map(parseByteCount) ?? AsyncHTTPClientTransport.largestBodySize)
         var configuration = CachedNetworking.Configuration()
         configuration.namespace = namespace
         let cache = CachedNetworking(store: made.store, transport: transport, configuration: configuration, logger: logger)
@@ -106,12 +141,16 @@ struct CachedFetch: AsyncParsableCommand {
             outcome = await fetchRepeatedly(cache, request, body: body, nearCacheStatistics: made.nearCacheStatistics)
         }
         await cache.waitForBackgroundRefreshes()
-        try? await transport.shutdown()
+        try? await client.shutdown()
         await made.store.shutdown()
         let answer: CachedResponse
         switch outcome {
-        case .success(let value): answer = value
-        case .failure(let error): throw ValidationError("fetch failed: \(error)")
+        case .success(let value):
+            answer = value
+        case .failure(let error):
+            let failure = FetchFailure(error)
+            FileHandle.standardError.write(Data("cached-fetch: \(failure.message)\n".utf8))
+            throw ExitCode(failure.status)
         }
         var output = Data()
         if include { output.append(contentsOf: FetchRequest.head(of: answer.response).utf8) }

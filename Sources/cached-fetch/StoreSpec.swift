@@ -28,6 +28,19 @@ enum StoreSpec: Equatable {
                 message: "unknown store '\(text)': use memory, redis[s]://host:port[/db] or redis[s]+cluster://host:port,…")
         }
     }
+
+    /// Checks that the URL is one the store accepts (its form, port, database, user), without connecting.
+    func check() throws(StoreSpecError) {
+        do {
+            switch self {
+            case .memory: break
+            case .redis(let url): _ = try RESPStore.Configuration(url: url)
+            case .redisCluster(let url): _ = try RESPClusterStore.Configuration(url: url)
+            }
+        } catch {
+            throw StoreSpecError(message: "\(error)")
+        }
+    }
 }
 
 /// A store specification that cannot be used.

@@ -1,6 +1,8 @@
 import CachedNetworking
+import CachedNetworkingAsyncHTTPClient
 import CachedNetworkingTesting
 import HTTPTypes
+import NIOCore
 import Testing
 
 @Suite("What is stored, against a local origin")
@@ -105,6 +107,57 @@ struct StorageScenarioTests {
         h.serve("/big", [("Cache-Control", "max-age=60")], body: String(repeating: "b", count: 11))
         _ = try await h.get("/big")
         #expect(try await h.get("/big").source == .network)
+        await h.stop()
+    }
+
+    /// A cache must not fail a request that would succeed without it: a body far over the stored-body limit
+    /// (and over the 64 MiB the transport once collected at most) comes back whole, and nothing is stored.
+    @Test("an 80 MiB body is passed on whole and not stored")
+    func hugeBodyPassesThrough() async throws {
+        // The bytes vary with their position (a block of 251 values, a prime, so that no two 64 KiB chunks
+        // agree), so that a lost, doubled or reordered chunk shows.
+        var block = ByteBuffer()
+        for index in 0..<(64 << 10) { block.writeInteger(UInt8(truncatingIfNeeded: index % 251)) }
+        var content = ByteBuffer()
+        content.reserveCapacity(80 << 20)
+        for _ in 0..<(80 << 20) / block.readableBytes { content.writeImmutableBuffer(block) }
+        // A transport of its own, with time for 80 MiB through a debug build on a busy machine.
+        let transport = AsyncHTTPClientTransport(timeout: .seconds(300))
+        let h = try await Harness.make(transport: transport)
+        h.origin.route("/huge", reply: .init(headers: [("Cache-Control", "max-age=60")], content: content))
+
+        let answer = try await h.get("/huge")
+        #expect(answer.response.status == .ok)
+        #expect(answer.body.readableBytes == 80 << 20)
+        #expect(answer.body == content)
+        #expect(answer.source == .network)
+        #expect(answer.cacheStatus.headerValue == "cached; fwd=uri-miss")
+        #expect(h.store.keys.allSatisfy { !$0.contains("/huge") }, "\(h.store.keys)")
+        #expect(h.metrics.value(CachedNetworkingMetrics.stores) == 0)
+        try await transport.shutdown()
+        await h.stop()
+    }
+
+    @Test("a new response too large to store removes the stored one it replaces")
+    func tooLargeReplacementRemovesStored() async throws {
+        let h = try await Harness.make { $0.maximumStoredBodySize = 10 }
+        let version = Tally()
+        h.serve("/grows") { _ in
+            version.next() == 1
+                ? .init(headers: [("Cache-Control", "max-age=10"), ("ETag", "\"small\"")], body: "small")
+                : .init(headers: [("Cache-Control", "max-age=10"), ("ETag", "\"large\"")], body: String(repeating: "L", count: 11))
+        }
+        let key = entryKey(h.origin.url("/grows"))
+        _ = try await h.get("/grows")
+        #expect(h.store.keys.contains(key))
+        h.advance(15)
+        let replaced = try await h.get("/grows")
+        #expect(replaced.text == String(repeating: "L", count: 11))
+        #expect(replaced.cacheStatus.stored == false)
+        #expect(!h.store.keys.contains(key), "\(h.store.keys)")
+        // The next request is not validated against the removed response's ETag.
+        _ = try await h.get("/grows")
+        #expect(h.origin.received("/grows").last?.header("If-None-Match") == nil)
         await h.stop()
     }
 }

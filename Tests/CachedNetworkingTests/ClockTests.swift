@@ -6,7 +6,7 @@ import Testing
 
 @Suite("One clock for the SDK")
 struct ClockTests {
-    @Test("one manual clock moves the cache's freshness and MemoryStore's TTLs together")
+    @Test("one manual clock moves the cache's freshness, MemoryStore's TTLs and a repository's lifetime together")
     func oneManualClock() async throws {
         let clock = ManualCacheClock()
         let store = MemoryStore(cleanupInterval: nil, clock: clock)
@@ -19,18 +19,22 @@ struct ClockTests {
         configuration.clock = clock
         configuration.staleRetention = .zero
         let cache = CachedNetworking(store: store, transport: transport, configuration: configuration)
-        let request = HTTPRequest(method: .get, scheme: "https", authority: "api.example.com", path: "/n")
-        #expect(try await cache.run(request).source == .network)
-        clock.advance(by: .seconds(59))
-        #expect(try await cache.run(request).source == .cache)
+        let number = CachedRepository<Int>(
+            cache, request: HTTPRequest(method: .get, scheme: "https", authority: "api.example.com", path: "/n"),
+            lifetime: .seconds(10))
+        #expect(try await number.read().source == .origin)
+        clock.advance(by: .seconds(9))
+        #expect(try await number.read().source == .held)
+        clock.advance(by: .seconds(1))
+        #expect(try await number.read().source == .cache)
         let entries = store.count
-        clock.advance(by: .seconds(2))
+        clock.advance(by: .seconds(51))
         // The response's TTL in the store (its freshness, no retention) has passed on the same clock.
         #expect(store.removeExpired() >= 1)
         #expect(store.count < entries)
-        let answer = try await cache.run(request)
-        #expect(answer.source == .network)
-        #expect(answer.text == "2")
+        let read = try await number.read()
+        #expect(read.value == 2)
+        #expect(read.source == .origin)
         await store.shutdown()
     }
 

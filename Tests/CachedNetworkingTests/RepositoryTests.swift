@@ -1,6 +1,9 @@
 import CachedNetworking
 import CachedNetworkingTesting
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import HTTPTypes
 import Synchronization
 import Testing
@@ -270,6 +273,28 @@ struct RepositoryResourceTests {
         } catch {
             #expect(error.kind == .decoding)
             #expect(error.underlying is DecodingError)
+        }
+    }
+
+    @Test("a URLRequest names the resource, and its cache policy is the reads' default")
+    func urlRequest() async throws {
+        let f = FakeCache()
+        f.serve("/widget", cacheControl: "max-age=600", bodies: [#"{"id":1}"#, #"{"id":2}"#])
+        var request = URLRequest(url: URL(string: FakeCache.base + "/widget")!)
+        let widget = CachedRepository<Widget>(f.cache, request: request)
+        #expect(widget.request?.path == "/widget")
+        _ = try await widget.read()
+        #expect(try await widget.read().source == .cache)
+        request.cachePolicy = .reloadIgnoringLocalCacheData
+        let reloading = CachedRepository<Widget>(f.cache, request: request)
+        #expect(try await reloading.read().value == Widget(id: 2))
+
+        let nowhere = CachedRepository<Widget>(f.cache, request: URLRequest(url: URL(string: "file:///widget")!))
+        do {
+            _ = try await nowhere.value()
+            Issue.record("a file URL is no HTTP request")
+        } catch {
+            #expect(error.networkError?.kind == .invalidRequest)
         }
     }
 }

@@ -65,6 +65,11 @@ public final class CachedNetworking: Sendable {
             store: store, timeout: configuration.storeTimeout, metrics: metrics, logger: logger,
             decodedEntryMemory: configuration.decodedEntryMemory)
         self.leaseToken = ByteBuffer(string: FNV1a64.hex(UInt64.random(in: .min ... .max)))
+        for host in configuration.lifetimeOverrides.compactMap(\.unusableHost) {
+            logger.warning(
+                "a lifetime override's host is neither a host nor host:port; the override matches no request",
+                metadata: [CachedNetworkingLogKeys.host: "\(host)"])
+        }
     }
 
     // MARK: - Requests

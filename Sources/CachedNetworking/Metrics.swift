@@ -66,6 +66,8 @@ public enum CachedNetworkingLogKeys {
     public static let error = "cached.error"
     /// The Cache-Status member of the answer.
     public static let cacheStatus = "cached.cache_status"
+    /// A host as configuration gives it.
+    public static let host = "cached.host"
 }
 
 /// The counters, made once.

@@ -4,6 +4,7 @@ import CachedOriginSupport
 import CoreMetrics
 import Foundation
 import HTTPTypes
+import Logging
 import NIOCore
 import Synchronization
 
@@ -243,5 +244,37 @@ final class Gate: Sendable {
             return state.waiters
         }
         for waiter in waiters { waiter.resume() }
+    }
+}
+
+/// A log handler that keeps what is logged.
+final class LogRecorder: LogHandler, Sendable {
+    struct Message: Sendable {
+        var level: Logger.Level
+        var text: String
+        var metadata: [String: String]
+    }
+
+    private let recorded = Mutex<[Message]>([])
+    var messages: [Message] { recorded.withLock { $0 } }
+
+    var metadata: Logger.Metadata {
+        get { [:] }
+        set {}
+    }
+    var logLevel: Logger.Level {
+        get { .trace }
+        set {}
+    }
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { nil }
+        set {}
+    }
+
+    func log(event: LogEvent) {
+        let message = Message(
+            level: event.level, text: "\(event.message)",
+            metadata: (event.metadata ?? [:]).mapValues { "\($0)" })
+        recorded.withLock { $0.append(message) }
     }
 }

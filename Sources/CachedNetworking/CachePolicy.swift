@@ -5,6 +5,8 @@ public struct CachePolicy: Sendable, Hashable, CustomStringConvertible {
     enum Base: Sendable, Hashable {
         case useProtocol, returnCacheDataElseLoad, returnCacheDataDontLoad, reloadIgnoringLocalCacheData
         case reloadRevalidatingCacheData
+        /// Internal: the protocol's rules, except that a stale response is validated before it answers.
+        case refreshStale
     }
     let base: Base
 
@@ -19,6 +21,10 @@ public struct CachePolicy: Sendable, Hashable, CustomStringConvertible {
     public static let reloadIgnoringLocalCacheData = CachePolicy(base: .reloadIgnoringLocalCacheData)
     /// Validate any stored response with the origin before using it (like `Cache-Control: no-cache`).
     public static let reloadRevalidatingCacheData = CachePolicy(base: .reloadRevalidatingCacheData)
+    /// The HTTP caching rules, except that a stale response is never served as it is, not even inside
+    /// `stale-while-revalidate`: it is validated first (as with a request's `min-fresh=0`). What prefetching
+    /// uses, so that it returns once the response is stored.
+    static let refreshStale = CachePolicy(base: .refreshStale)
 
     public var description: String {
         switch base {
@@ -27,6 +33,7 @@ public struct CachePolicy: Sendable, Hashable, CustomStringConvertible {
         case .returnCacheDataDontLoad: "returnCacheDataDontLoad"
         case .reloadIgnoringLocalCacheData: "reloadIgnoringLocalCacheData"
         case .reloadRevalidatingCacheData: "reloadRevalidatingCacheData"
+        case .refreshStale: "refreshStale"
         }
     }
 }

@@ -99,6 +99,11 @@ public final class CachedNetworking: Sendable {
             store: store, timeout: configuration.storeTimeout, metrics: metrics, logger: logger,
             decodedEntryMemory: configuration.decodedEntryMemory)
         self.leaseToken = ByteBuffer(string: FNV1a64.hex(UInt64.random(in: .min ... .max)))
+        for host in configuration.lifetimeOverrides.compactMap(\.unusableHost) {
+            logger.warning(
+                "a lifetime override's host is neither a host nor host:port; the override matches no request",
+                metadata: [CachedNetworkingLogKeys.host: "\(host)"])
+        }
     }
 
     // MARK: - Requests
@@ -153,6 +158,7 @@ public final class CachedNetworking: Sendable {
         switch policy.base {
         case .reloadRevalidatingCacheData: directives.noCache = true
         case .returnCacheDataDontLoad: directives.onlyIfCached = true
+        case .refreshStale: directives.minFresh = directives.minFresh ?? 0
         default: break
         }
         // The URI and, while the generation is cached, the entry key, from the table when this target was seen.
@@ -245,12 +251,15 @@ public final class CachedNetworking: Sendable {
         }
     }
 
-    /// Fetches `request` into the cache unless a fresh response is already stored.
-    /// - Returns: Where the response came from (`.cache` when nothing had to be fetched).
+    /// Fetches `request` into the cache unless a fresh response is already stored. A stale stored response is
+    /// validated (not served while a background validation runs, as `stale-while-revalidate` would), so that the
+    /// call returns once the response is stored.
+    /// - Returns: Where the response came from (`.cache` when nothing had to be fetched, `.revalidated` when the
+    ///   origin confirmed the stored response).
     /// - Throws: ``CachedNetworkingError`` as ``run(_:body:policy:)`` does.
     @discardableResult
     public func prefetch(_ request: HTTPRequest) async throws(CachedNetworkingError) -> CachedResponse.Source {
-        try await run(request).source
+        try await run(request, policy: .refreshStale).source
     }
 
     /// Removes the stored GET and HEAD responses (all `Vary` variants) for the target URI of `request`.

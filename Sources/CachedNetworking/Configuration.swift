@@ -73,19 +73,33 @@ public struct LifetimeOverride: Sendable {
     /// The imposed lifetime.
     public var lifetime: Duration
     private let predicate: @Sendable (HTTPRequest) -> Bool
+    /// The `host` argument when it names no host (so that the override matches nothing), for the cache's warning.
+    let unusableHost: String?
 
-    /// Matches requests whose host is `host` (case-insensitive, any port; nil for any host) and whose path starts
-    /// with `pathPrefix` (nil for any path).
+    /// Matches requests whose host (and port, when `host` names one) is `host` and whose path starts with
+    /// `pathPrefix`.
+    ///
+    /// ```swift
+    /// LifetimeOverride(host: "api.example.com", lifetime: .seconds(60))        // any port
+    /// LifetimeOverride(host: "api.example.com:8443", lifetime: .seconds(60))   // port 8443 only
+    /// LifetimeOverride(host: "[::1]:8080", pathPrefix: "/catalog/", lifetime: .seconds(60))
+    /// ```
+    /// - Parameters:
+    ///   - host: A host name or IP address, compared case-insensitively (`api.example.com`, `10.0.0.1`, `::1` or
+    ///     `[::1]`), which matches any port; or one with a port (`api.example.com:8443`, `[::1]:8080`), which
+    ///     matches that port only, a request that names no port being on its scheme's default (80 for `http`,
+    ///     443 for `https`). Nil for any host. A value that is neither (`api.example.com:https`, `:8080`, an
+    ///     empty string) matches nothing, and a ``CachedNetworking`` made with it logs a warning saying so.
+    ///   - pathPrefix: The start of the path (`/catalog/`); nil for any path.
+    ///   - lifetime: The imposed lifetime.
     public init(host: String? = nil, pathPrefix: String? = nil, lifetime: Duration) {
-        let lowered = host?.lowercased()
         self.lifetime = lifetime
+        // nil: any host; .some(nil): a host that cannot be read, which matches nothing.
+        let pattern: HostPattern?? = host.map { HostPattern(parsing: $0) }
+        self.unusableHost = pattern.flatMap { $0 == nil ? host : nil }
         self.predicate = { request in
-            if let lowered {
-                guard let authority = request.authority?.lowercased() else { return false }
-                let requestHost = authority.split(separator: "@").last.map { hostPort -> Substring in
-                    hostPort.hasPrefix("[") ? hostPort.prefix { $0 != "]" }.dropFirst() : hostPort.prefix { $0 != ":" }
-                } ?? ""
-                guard requestHost == lowered || requestHost == "[\(lowered)]" else { return false }
+            if case .some(let required) = pattern {
+                guard let required, required.matches(request) else { return false }
             }
             if let pathPrefix {
                 guard (request.path ?? "/").hasPrefix(pathPrefix) else { return false }
@@ -98,8 +112,75 @@ public struct LifetimeOverride: Sendable {
     public init(lifetime: Duration, matching matches: @escaping @Sendable (HTTPRequest) -> Bool) {
         self.lifetime = lifetime
         self.predicate = matches
+        self.unusableHost = nil
     }
 
     /// Whether the override applies to `request`.
     public func matches(_ request: HTTPRequest) -> Bool { predicate(request) }
+}
+
+/// A host, lowercased and without IPv6 brackets, and a port when one was given: a ``LifetimeOverride``'s `host`,
+/// or a request's authority.
+struct HostPattern: Sendable, Hashable {
+    var host: String
+    var port: Int?
+
+    /// `text` read as `host`, `host:port`, `[IPv6]`, `[IPv6]:port` or a bare IPv6 address (two colons or more);
+    /// nil for anything else (an empty host, a port that is not a number from 0 to 65535).
+    init?(parsing text: some StringProtocol) {
+        let lowered = text.lowercased()
+        if lowered.hasPrefix("[") {
+            guard let close = lowered.firstIndex(of: "]") else { return nil }
+            let host = lowered[lowered.index(after: lowered.startIndex)..<close]
+            let rest = lowered[lowered.index(after: close)...]
+            guard !host.isEmpty else { return nil }
+            if rest.isEmpty {
+                self.init(host: String(host), port: nil)
+            } else {
+                guard rest.first == ":", let port = Self.port(rest.dropFirst()) else { return nil }
+                self.init(host: String(host), port: port)
+            }
+            return
+        }
+        let colons = lowered.reduce(0) { $1 == ":" ? $0 + 1 : $0 }
+        if colons > 1 {
+            self.init(host: lowered, port: nil)
+            return
+        }
+        guard let colon = lowered.firstIndex(of: ":") else {
+            guard !lowered.isEmpty else { return nil }
+            self.init(host: lowered, port: nil)
+            return
+        }
+        let host = lowered[..<colon]
+        guard !host.isEmpty, let port = Self.port(lowered[lowered.index(after: colon)...]) else { return nil }
+        self.init(host: String(host), port: port)
+    }
+
+    init(host: String, port: Int?) {
+        self.host = host
+        self.port = port
+    }
+
+    private static func port(_ text: Substring) -> Int? {
+        guard (1...5).contains(text.count), text.allSatisfy({ $0.isASCII && $0.isNumber }), let port = Int(text),
+            port <= 65_535
+        else { return nil }
+        return port
+    }
+
+    /// Whether `request`'s host is this one, and its port this one's when this one has a port (a request without
+    /// a port being on its scheme's default one).
+    func matches(_ request: HTTPRequest) -> Bool {
+        guard let authority = request.authority else { return false }
+        let hostPort = authority.split(separator: "@", omittingEmptySubsequences: false).last ?? ""
+        guard let target = HostPattern(parsing: hostPort), target.host == host else { return false }
+        guard let port else { return true }
+        if let requestPort = target.port { return requestPort == port }
+        switch request.scheme?.lowercased() {
+        case "http": return port == 80
+        case "https": return port == 443
+        default: return false
+        }
+    }
 }

@@ -79,6 +79,8 @@ public enum CachedNetworkingLogKeys {
     public static let outageDuration = "cached.store.outage"
     /// How many store calls failed during an outage.
     public static let failedCalls = "cached.store.failed_calls"
+    /// A host as configuration gives it.
+    public static let host = "cached.host"
 }
 
 /// The counters, made once.

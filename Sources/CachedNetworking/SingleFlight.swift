@@ -37,6 +37,12 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         flights.withLock { $0[key] != nil }
     }
 
+    /// How many callers are waiting for the running flights' values (for tests).
+    var waiting: Int {
+        let running = flights.withLock { Array($0.values) }
+        return running.reduce(0) { $0 + $1.waiting }
+    }
+
     /// One running operation and the callers waiting for its value.
     private final class Flight: Sendable {
         private struct State {
@@ -46,6 +52,9 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             var waiters: [UnsafeContinuation<(Value, Bool), Never>] = []
         }
         private let state = Mutex(State())
+
+        /// How many callers wait for the value.
+        var waiting: Int { state.withLock { $0.waiters.count } }
 
         /// The value, once the leader has it, and whether the leader's task had been cancelled.
         func wait() async -> (Value, Bool) {

@@ -6,32 +6,50 @@ public import Foundation
 #endif
 import Synchronization
 
-/// A wall clock that moves only when told to, for tests of freshness and expiry without sleeping.
+/// A ``CacheClock`` that moves only when told to, for tests of freshness, expiry and lifetimes without sleeping.
+///
+/// Pass one clock to everything under test that takes a clock (the cache's `Configuration.clock`, `MemoryStore`,
+/// `FailOpenStore`, ``InMemoryCacheStore``, `CachedRepository`): one ``advance(by:)`` moves them all.
 ///
 /// ```swift
 /// let clock = ManualCacheClock()
 /// clock.advance(by: .seconds(61))   // the 60-second response is now stale
 /// ```
 public final class ManualCacheClock: CacheClock {
-    private let current: Mutex<Date>
+    private struct Reading {
+        var date: Date
+        var uptime: Duration
+    }
 
-    /// A clock showing `start` (by default 2024-01-01 00:00:00 GMT, a whole second).
+    private let current: Mutex<Reading>
+
+    /// A clock showing `start` (by default 2024-01-01 00:00:00 GMT, a whole second), with an ``uptime()`` of zero.
     public init(start: Date = Date(timeIntervalSince1970: 1_704_067_200)) {
-        current = Mutex(start)
+        current = Mutex(Reading(date: start, uptime: .zero))
     }
 
     /// The time the clock shows.
-    public func now() -> Date { current.withLock { $0 } }
+    public func now() -> Date { current.withLock { $0.date } }
 
-    /// Moves the clock forward by `duration`.
+    /// The time the clock has been moved by since it was made (``set(to:)`` counts too, backwards included).
+    public func uptime() -> Duration { current.withLock { $0.uptime } }
+
+    /// Moves the clock forward by `duration`: both its time and its ``uptime()``.
     public func advance(by duration: Duration) {
         let (seconds, attoseconds) = duration.components
         let interval = Double(seconds) + Double(attoseconds) / 1e18
-        current.withLock { $0 = $0.addingTimeInterval(interval) }
+        current.withLock { reading in
+            reading.date = reading.date.addingTimeInterval(interval)
+            reading.uptime += duration
+        }
     }
 
-    /// Sets the clock to `date`.
+    /// Sets the clock to `date`; its ``uptime()`` moves by as much (backwards, when `date` is earlier).
     public func set(to date: Date) {
-        current.withLock { $0 = date }
+        current.withLock { reading in
+            let interval = date.timeIntervalSince(reading.date)
+            reading.uptime += .nanoseconds(Int64((interval * 1e9).rounded()))
+            reading.date = date
+        }
     }
 }

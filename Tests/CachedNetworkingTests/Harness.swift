@@ -5,6 +5,7 @@ import CachedOriginSupport
 import CoreMetrics
 import Foundation
 import HTTPTypes
+import Logging
 import NIOCore
 import Synchronization
 
@@ -205,4 +206,102 @@ final class TestFloatingCounter: FloatingPointCounterHandler, Sendable {
 /// `<namespace>:<generation>:{<url hash>}:<METHOD>:<url>`, the braces a Redis Cluster hash tag.
 func entryKey(_ url: String, namespace: String = "cached", generation: Int = 0, method: String = "GET") -> String {
     "\(namespace):\(generation):{\(FNV1a64.hex(FNV1a64.hash(url)))}:\(method):\(url)"
+}
+
+/// A cache over the fakes: a scripted transport, an in-memory store and one manual clock for everything.
+struct FakeCache {
+    let clock = ManualCacheClock()
+    let transport = FakeHTTPTransport()
+    let store: InMemoryCacheStore
+    let cache: CachedNetworking
+
+    init() {
+        store = InMemoryCacheStore(clock: clock)
+        var configuration = CachedNetworking.Configuration()
+        configuration.clock = clock
+        cache = CachedNetworking(store: store, transport: transport, configuration: configuration)
+    }
+
+    static let base = "https://api.example.com"
+
+    func request(_ path: String) -> HTTPRequest {
+        HTTPRequest(method: .get, scheme: "https", authority: "api.example.com", path: path)
+    }
+
+    /// Answers `path` with `body` and `cacheControl`, in order of `bodies` (the last repeating).
+    func serve(_ path: String, cacheControl: String?, bodies: [String]) {
+        var fields = HTTPFields()
+        if let cacheControl { fields[.cacheControl] = cacheControl }
+        transport.script(Self.base + path, replies: bodies.map { .init(headerFields: fields, body: $0) })
+    }
+
+    func fetches(_ path: String) -> Int { transport.requestCount(for: Self.base + path) }
+}
+
+/// Whether `condition` holds, letting other tasks run until it does. Nothing sleeps: it yields, up to a million
+/// times, so that a condition that never holds fails the test rather than hanging it, and a busy machine (on which
+/// the other tasks take long to be scheduled) does not fail it, as a deadline would.
+func eventually(_ condition: () -> Bool) async -> Bool {
+    for _ in 0..<1_000_000 {
+        if condition() { return true }
+        await Task.yield()
+    }
+    return condition()
+}
+
+/// A one-time gate: `wait()` suspends until `open()`.
+final class Gate: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let resume = state.withLock { state -> Bool in
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if resume { continuation.resume() }
+        }
+    }
+
+    func open() {
+        let waiters = state.withLock { state in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+}
+
+/// A log handler that keeps what is logged.
+final class LogRecorder: LogHandler, Sendable {
+    struct Message: Sendable {
+        var level: Logger.Level
+        var text: String
+        var metadata: [String: String]
+    }
+
+    private let recorded = Mutex<[Message]>([])
+    var messages: [Message] { recorded.withLock { $0 } }
+
+    var metadata: Logger.Metadata {
+        get { [:] }
+        set {}
+    }
+    var logLevel: Logger.Level {
+        get { .trace }
+        set {}
+    }
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { nil }
+        set {}
+    }
+
+    func log(event: LogEvent) {
+        let message = Message(
+            level: event.level, text: "\(event.message)",
+            metadata: (event.metadata ?? [:]).mapValues { "\($0)" })
+        recorded.withLock { $0.append(message) }
+    }
 }

@@ -1,5 +1,6 @@
 import CachedNetworking
 import CachedNetworkingRedis
+import CachedNetworkingTesting
 import CachedOriginSupport
 import CachedTestSupport
 import Foundation
@@ -57,7 +58,7 @@ struct LiveStoreScenarioTests {
         storeConfiguration.poolSize = 2
         storeConfiguration.minReconnectDelay = .milliseconds(20)
         storeConfiguration.maxReconnectDelay = .milliseconds(100)
-        let breakerClock = ManualTestClock()
+        let breakerClock = ManualCacheClock()
         let transitions = Mutex<[String]>([])
         let store = FailOpenStore(
             wrapping: RESPStore(configuration: storeConfiguration), failureThreshold: 5, coolDown: .seconds(1),

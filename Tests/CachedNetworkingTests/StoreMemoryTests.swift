@@ -1,3 +1,4 @@
+import CachedNetworkingTesting
 import NIOCore
 import Testing
 
@@ -71,7 +72,7 @@ struct StoreMemoryTests {
     }
 
     @Test func expiryFollowsTheInjectedClock() async throws {
-        let clock = ManualTestClock()
+        let clock = ManualCacheClock()
         let store = MemoryStore(cleanupInterval: nil, clock: clock)
         try await store.set("k", to: value(1), ttl: .seconds(10))
         clock.advance(by: .seconds(9))
@@ -86,7 +87,7 @@ struct StoreMemoryTests {
     }
 
     @Test func removeExpiredReclaimsOnlyExpiredEntries() async throws {
-        let clock = ManualTestClock()
+        let clock = ManualCacheClock()
         let store = MemoryStore(cleanupInterval: nil, clock: clock)
         for i in 0..<10_000 {
             try await store.set("short-\(i)", to: value(10), ttl: .seconds(1))
@@ -101,7 +102,7 @@ struct StoreMemoryTests {
     }
 
     @Test func cleanerReclaimsExpiredEntriesInTheBackground() async throws {
-        let clock = ManualTestClock()
+        let clock = ManualCacheClock()
         let store = MemoryStore(cleanupInterval: .milliseconds(10), clock: clock)
         for i in 0..<5_000 {
             try await store.set("k\(i)", to: value(10), ttl: .seconds(1))

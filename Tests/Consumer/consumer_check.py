@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The consumer check: the SDK used as a service would use it, from the documentation alone.
 
-Every ```swift block of README.md and docs/sdk.md is extracted, exactly as written, into a new package beside
+Every ```swift block of README.md, docs/sdk.md and docs/scaling.md is extracted, exactly as written, into a new package beside
 this one (.build-consumer/service), which depends on this package by path:
 
 - the block that starts with `// swift-tools-version` is that package's Package.swift;
@@ -34,7 +34,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORK = ROOT / ".build-consumer"
 PACKAGE = WORK / "service"
-DOCS = ["README.md", "docs/sdk.md"]
+DOCS = ["README.md", "docs/sdk.md", "docs/scaling.md"]
 HEADER = re.compile(r"^// ((?:Sources|Tests)/([A-Za-z0-9_-]+)/[A-Za-z0-9_+.-]+\.swift)\s*$")
 IMPORT = re.compile(r"^(?:@testable |public |@_exported )*import\s+([A-Za-z0-9_]+)", re.M)
 

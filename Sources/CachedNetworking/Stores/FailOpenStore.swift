@@ -67,21 +67,49 @@ public final class FailOpenStore<Base: CacheStore>: CacheStore {
     ///   - base: the store to protect.
     ///   - failureThreshold: consecutive failures that open the breaker (at least 1). Default 5.
     ///   - coolDown: how long calls are refused before a probe. Default 5 seconds.
-    ///   - clock: the clock the cool-down is measured on; tests pass a clock they advance by hand.
+    ///   - clock: the clock the cool-down is measured on (its ``CacheClock/uptime()``); tests pass a manual clock
+    ///     (`CachedNetworkingTesting`'s `ManualCacheClock`) that they advance by hand.
     ///   - onStateChange: called after each transition with the old and new state, on the calling task, outside
     ///     the breaker's lock. Keep it short (log, count).
-    public init<C: Clock>(
+    public convenience init(
         wrapping base: Base,
         failureThreshold: Int = 5,
         coolDown: Duration = .seconds(5),
-        clock: C = ContinuousClock(),
+        clock: any CacheClock = SystemCacheClock(),
+        onStateChange: (@Sendable (_ from: State, _ to: State) -> Void)? = nil
+    ) {
+        let origin = clock.uptime()
+        self.init(
+            base: base, failureThreshold: failureThreshold, coolDown: coolDown, elapsed: { clock.uptime() - origin },
+            onStateChange: onStateChange)
+    }
+
+    /// Wraps `base`, measuring the cool-down on a Swift `Clock`.
+    @available(*, deprecated, message: "pass a CacheClock: SystemCacheClock(), or ManualCacheClock() in tests")
+    public convenience init<C: Clock>(
+        wrapping base: Base,
+        failureThreshold: Int = 5,
+        coolDown: Duration = .seconds(5),
+        clock: C,
         onStateChange: (@Sendable (_ from: State, _ to: State) -> Void)? = nil
     ) where C.Duration == Duration {
+        let origin = clock.now
+        self.init(
+            base: base, failureThreshold: failureThreshold, coolDown: coolDown,
+            elapsed: { origin.duration(to: clock.now) }, onStateChange: onStateChange)
+    }
+
+    private init(
+        base: Base,
+        failureThreshold: Int,
+        coolDown: Duration,
+        elapsed: @escaping @Sendable () -> Duration,
+        onStateChange: (@Sendable (_ from: State, _ to: State) -> Void)?
+    ) {
         self.base = base
         self.failureThreshold = max(1, failureThreshold)
         self.coolDown = coolDown
-        let origin = clock.now
-        self.elapsed = { origin.duration(to: clock.now) }
+        self.elapsed = elapsed
         self.onStateChange = onStateChange
         self.state_ = Mutex(.closed(consecutiveFailures: 0))
     }

@@ -39,19 +39,46 @@ public final class MemoryStore: CacheStore {
     ///   - entryOverhead: bytes charged per entry for bookkeeping. Default ``defaultEntryOverhead``.
     ///   - cleanupInterval: how often the background task removes expired entries; nil for no task (expired
     ///     entries are then removed only when touched or by ``removeExpired()``). Default one second.
-    ///   - clock: the clock TTLs are measured on; tests pass a clock they advance by hand.
-    public init<C: Clock>(
+    ///   - clock: the clock TTLs are measured on (its ``CacheClock/uptime()``); tests pass a manual clock
+    ///     (`CachedNetworkingTesting`'s `ManualCacheClock`) that they advance by hand. The background task's
+    ///     interval is real time, whatever the clock.
+    public convenience init(
         maxBytes: Int = 64 << 20,
         entryOverhead: Int = MemoryStore.defaultEntryOverhead,
         cleanupInterval: Duration? = .seconds(1),
-        clock: C = ContinuousClock()
+        clock: any CacheClock = SystemCacheClock()
+    ) {
+        let now: @Sendable () -> Int64
+        if clock is SystemCacheClock {
+            // The system clock's uptime is ContinuousClock's: read it directly, without the existential call.
+            let origin = ContinuousClock.now
+            now = { origin.duration(to: .now).storeNanoseconds }
+        } else {
+            let origin = clock.uptime()
+            now = { (clock.uptime() - origin).storeNanoseconds }
+        }
+        self.init(maxBytes: maxBytes, entryOverhead: entryOverhead, cleanupInterval: cleanupInterval, now: now)
+    }
+
+    /// Creates an empty store whose TTLs are measured on a Swift `Clock`.
+    @available(*, deprecated, message: "pass a CacheClock: SystemCacheClock(), or ManualCacheClock() in tests")
+    public convenience init<C: Clock>(
+        maxBytes: Int = 64 << 20,
+        entryOverhead: Int = MemoryStore.defaultEntryOverhead,
+        cleanupInterval: Duration? = .seconds(1),
+        clock: C
     ) where C.Duration == Duration {
+        let origin = clock.now
+        self.init(
+            maxBytes: maxBytes, entryOverhead: entryOverhead, cleanupInterval: cleanupInterval,
+            now: { origin.duration(to: clock.now).storeNanoseconds })
+    }
+
+    /// A store whose TTLs are measured by `now`: nanoseconds since the store was created.
+    private init(maxBytes: Int, entryOverhead: Int, cleanupInterval: Duration?, now: @escaping @Sendable () -> Int64) {
         self.maxBytes = max(1, maxBytes)
         self.entryOverhead = max(0, entryOverhead)
-        let origin = clock.now
-        let core = Core(
-            table: SieveTable(maxBytes: self.maxBytes, entryOverhead: self.entryOverhead),
-            now: { origin.duration(to: clock.now).storeNanoseconds })
+        let core = Core(table: SieveTable(maxBytes: self.maxBytes, entryOverhead: self.entryOverhead), now: now)
         self.core = core
         if let interval = cleanupInterval, interval > .zero {
             cleaner = Task.detached(priority: .background) { [weak core] in

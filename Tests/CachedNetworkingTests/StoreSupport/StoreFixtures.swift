@@ -1,4 +1,5 @@
 import CachedStoreContract
+import CachedNetworkingTesting
 import CachedTestSupport
 import Foundation
 import NIOCore
@@ -109,7 +110,7 @@ func withStore<T>(
     let fixture: ContractStore
     switch kind {
     case .memory:
-        let clock = ManualTestClock()
+        let clock = ManualCacheClock()
         fixture = ContractStore(
             store: MemoryStore(maxBytes: 64 << 20, cleanupInterval: nil, clock: clock), prefix: "",
             advanceClock: { clock.advance(by: $0) })

@@ -60,9 +60,9 @@ run: release
 
 # Unit and SDK tests first, one at a time (some check that timeouts fire promptly, which a thread pool busy with
 # other tests would make meaningless), then the live tests that start servers and drive them with redis-cli,
-# hiredis and redis-py, in parallel and in a process of their own. Last, the consumer check: the Swift
-# samples of README.md, docs/sdk.md and docs/scaling.md, extracted into a package of their own that depends on this one, built in debug and
-# run against cached-server and a loopback origin (Tests/Consumer/consumer_check.py).
+# hiredis and redis-py, in parallel and in a process of their own. Last, the consumer check: the Swift samples of
+# README.md, docs/sdk.md and docs/scaling.md, extracted into a package of their own that depends on this one, built
+# in debug and run against cached-server and a loopback origin (Tests/Consumer/consumer_check.py).
 test: deps-test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip IntegrationTests --skip ClusterTests --no-parallel

@@ -34,8 +34,8 @@ extension CachedResponse {
 extension CachedNetworking {
     /// Answers a Foundation `URLRequest`: its method, URL, header fields and body are used, and its
     /// `cachePolicy` unless `policy` is given.
-    /// - Throws: ``CachedNetworkingError`` as ``run(_:body:policy:)`` does; ``CachedNetworkingError/Kind/invalidRequest``
-    ///   when the request has no absolute HTTP(S) URL.
+    /// - Throws: ``CachedNetworkingError`` as ``run(_:body:policy:transport:)`` does;
+    ///   ``CachedNetworkingError/Kind/invalidRequest`` when the request has no absolute HTTP(S) URL.
     public func run(_ urlRequest: URLRequest, policy: CachePolicy? = nil) async throws(CachedNetworkingError) -> CachedResponse {
         guard let request = urlRequest.httpRequest else {
             throw CachedNetworkingError(.invalidRequest, "the URLRequest has no absolute HTTP URL")

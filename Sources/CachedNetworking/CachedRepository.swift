@@ -50,7 +50,7 @@ public struct CachedRepositoryError: Error, Sendable, CustomStringConvertible {
 /// let list = try await items.value(for: request)
 /// ```
 public final class CachedRepository<Value: Decodable & Sendable>: Sendable {
-    /// Fetches a response for a request (``CachedNetworking/run(_:body:policy:)`` or a stand-in).
+    /// Fetches a response for a request (``CachedNetworking/run(_:body:policy:transport:)`` or a stand-in).
     public typealias Fetch = @Sendable (HTTPRequest, CachePolicy) async throws(CachedNetworkingError) -> CachedResponse
     /// Decodes a body.
     public typealias Decode = @Sendable (Data) throws -> Value

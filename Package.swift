@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "CachedNetworkingRedis", targets: ["CachedNetworkingRedis"]),
         .library(name: "CachedNetworkingAsyncHTTPClient", targets: ["CachedNetworkingAsyncHTTPClient"]),
         .library(name: "CachedNetworkingTesting", targets: ["CachedNetworkingTesting"]),
+        .library(name: "CachedNetworkingOpenAPI", targets: ["CachedNetworkingOpenAPI"]),
         .executable(name: "cached-fetch", targets: ["cached-fetch"]),
     ],
     dependencies: [
@@ -23,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
     ],
     targets: [
         // RESP wire format: request parsing, reply encoding, and a reply decoder for clients.
@@ -121,6 +123,17 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        // The SDK as a middleware for clients made by swift-openapi-generator: their requests go through the cache,
+        // and the cache's origin fetches through the rest of the client's middlewares and its transport.
+        .target(
+            name: "CachedNetworkingOpenAPI",
+            dependencies: [
+                "CachedNetworking",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         // In-memory fakes of the SDK's transport and store, for users' own tests.

@@ -25,6 +25,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        // Only for the OpenAPI middleware's tests: the transport a generated client is usually given.
+        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.5.0"),
     ],
     targets: [
         // RESP wire format: request parsing, reply encoding, and a reply decoder for clients.
@@ -210,6 +212,19 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
+        ),
+        // The OpenAPI middleware with a generated client (generated once from the target's openapi.yaml, the
+        // sources committed: no build plugin) against a local origin.
+        .testTarget(
+            name: "CachedNetworkingOpenAPITests",
+            dependencies: [
+                "CachedNetworkingOpenAPI", "CachedNetworking", "CachedNetworkingTesting", "CachedOriginSupport",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml"]
         ),
         // The SDK on a real Redis Cluster (3 masters, 3 replicas on loopback): slow, so `make test` skips it and
         // `make test-cluster` runs it.

@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "CachedNetworkingRedis", targets: ["CachedNetworkingRedis"]),
         .library(name: "CachedNetworkingAsyncHTTPClient", targets: ["CachedNetworkingAsyncHTTPClient"]),
         .library(name: "CachedNetworkingTesting", targets: ["CachedNetworkingTesting"]),
+        .library(name: "CachedNetworkingOpenAPI", targets: ["CachedNetworkingOpenAPI"]),
         .executable(name: "cached-fetch", targets: ["cached-fetch"]),
     ],
     dependencies: [
@@ -23,6 +24,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        // Only for the OpenAPI middleware's tests: the transport a generated client is usually given.
+        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.5.0"),
     ],
     targets: [
         // RESP wire format: request parsing, reply encoding, and a reply decoder for clients.
@@ -123,6 +127,17 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
+        // The SDK as a middleware for clients made by swift-openapi-generator: their requests go through the cache,
+        // and the cache's origin fetches through the rest of the client's middlewares and its transport.
+        .target(
+            name: "CachedNetworkingOpenAPI",
+            dependencies: [
+                "CachedNetworking",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         // In-memory fakes of the SDK's transport and store, for users' own tests.
         .target(
             name: "CachedNetworkingTesting",
@@ -203,6 +218,19 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
+        ),
+        // The OpenAPI middleware with a generated client (generated once from the target's openapi.yaml, the
+        // sources committed: no build plugin) against a local origin.
+        .testTarget(
+            name: "CachedNetworkingOpenAPITests",
+            dependencies: [
+                "CachedNetworkingOpenAPI", "CachedNetworking", "CachedNetworkingTesting", "CachedOriginSupport",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml"]
         ),
         // The SDK on a real Redis Cluster (3 masters, 3 replicas on loopback): slow, so `make test` skips it and
         // `make test-cluster` runs it.

@@ -133,7 +133,7 @@ extension CachedNetworking {
         metrics.originFetch(fetchReason)
         let fetched: (HTTPTransportResponse, Date, Date)
         do {
-            fetched = try await send(context.request, body: context.body)
+            fetched = try await send(context.request, body: context.body, through: context.transport)
         } catch {
             return .failure(error)
         }
@@ -272,7 +272,7 @@ extension CachedNetworking {
         let conditional = Validation.conditionalRequest(for: context.request, stored: found.entry.response.headerFields) ?? context.request
         let fetched: (HTTPTransportResponse, Date, Date)
         do {
-            fetched = try await send(conditional, body: context.body)
+            fetched = try await send(conditional, body: context.body, through: context.transport)
         } catch {
             metrics.revalidation("error")
             if decision.staleIfErrorAllowed, error.kind == .transport {

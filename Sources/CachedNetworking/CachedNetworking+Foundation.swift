@@ -47,8 +47,8 @@ extension URLRequest {
 extension CachedNetworking {
     /// Answers a Foundation `URLRequest`: its method, URL, header fields and body are used, and its
     /// `cachePolicy` unless `policy` is given.
-    /// - Throws: ``CachedNetworkingError`` as ``run(_:body:policy:)`` does; ``CachedNetworkingError/Kind/invalidRequest``
-    ///   when the request has no absolute HTTP(S) URL.
+    /// - Throws: ``CachedNetworkingError`` as ``run(_:body:policy:transport:)`` does;
+    ///   ``CachedNetworkingError/Kind/invalidRequest`` when the request has no absolute HTTP(S) URL.
     public func run(_ urlRequest: URLRequest, policy: CachePolicy? = nil) async throws(CachedNetworkingError) -> CachedResponse {
         let request = try urlRequest.cacheRequest.get()
         return try await run(request, body: urlRequest.cacheBody, policy: policy ?? CachePolicy(urlRequest.cachePolicy))

@@ -113,17 +113,25 @@ public final class CachedNetworking: Sendable {
     /// GET and HEAD responses are stored by default. Other methods go to the origin, and an unsafe method's
     /// success invalidates the stored responses for its target (and same-origin `Location` and
     /// `Content-Location`). Requests with their own conditionals or a `Range` are forwarded as they are.
+    ///
+    /// A `transport` given here carries this call's origin requests instead of the cache's own transport: an
+    /// integration that has its own way to the origin for each call (a client middleware's next step) passes it.
+    /// It is used only while the call runs, so a stored response that `stale-while-revalidate` would serve while
+    /// a background refresh runs is validated through it before the answer instead. Identical requests that
+    /// run at the same time still share one fetch, made through the transport of the request that started it.
     /// - Parameters:
     ///   - request: The request; it needs a scheme and an authority.
     ///   - body: The request content, if any.
     ///   - policy: How to use the cache for this request.
+    ///   - transport: How this call reaches the origin; nil for the transport the cache was made with.
     /// - Returns: The response, with `Age` when it came from storage and this cache's `Cache-Status` member.
     /// - Throws: ``CachedNetworkingError`` when the request is invalid, the origin fails (and no stale response
     ///   may stand in), or the task is cancelled. Store failures never fail a request.
     public func run(
         _ request: HTTPRequest,
         body: ByteBuffer? = nil,
-        policy: CachePolicy = .useProtocolCachePolicy
+        policy: CachePolicy = .useProtocolCachePolicy,
+        transport: (any HTTPTransport)? = nil
     ) async throws(CachedNetworkingError) -> CachedResponse {
         // Counted before the shutdown flag is read, so that shutdown() (which sets the flag, then waits for the
         // count to reach zero) either sees this call or this call sees the flag.
@@ -136,23 +144,27 @@ public final class CachedNetworking: Sendable {
         if isShutDown.load(ordering: .sequentiallyConsistent) {
             throw CachedNetworkingError(.shutDown, "the cache was shut down")
         }
-        return try await answer(request, body: body, policy: policy)
+        return try await answer(request, body: body, policy: policy, transport: transport)
     }
 
+    /// ``run(_:body:policy:transport:)`` once counted; `transport` is the call's own (nil: the cache's).
     func answer(
         _ request: HTTPRequest,
         body: ByteBuffer?,
-        policy: CachePolicy
+        policy: CachePolicy,
+        transport: (any HTTPTransport)?
     ) async throws(CachedNetworkingError) -> CachedResponse {
         guard let target = RequestTarget(request) else {
             throw CachedNetworkingError(.invalidRequest, "the request has no scheme or authority")
         }
         if Task.isCancelled { throw CachedNetworkingError(.cancelled, "cancelled before start") }
         if !configuration.rules.cacheableMethods.contains(target.method) {
-            return try await forwardUncached(request, body: body, uri: target.normalizedURI, reason: .method)
+            return try await forwardUncached(
+                request, body: body, uri: target.normalizedURI, reason: .method, through: transport)
         }
         if Validation.isConditionalOrPartial(request) {
-            return try await forwardUncached(request, body: body, uri: target.normalizedURI, reason: .bypass)
+            return try await forwardUncached(
+                request, body: body, uri: target.normalizedURI, reason: .bypass, through: transport)
         }
         var directives = RequestCacheControl(request.headerFields)
         switch policy.base {
@@ -185,7 +197,8 @@ public final class CachedNetworking: Sendable {
         }
 
         let context = RequestContext(
-            request: request, method: target.method, body: body, uri: resolved.uri, policy: policy, directives: directives)
+            request: request, method: target.method, body: body, uri: resolved.uri, policy: policy, directives: directives,
+            transport: transport)
         // No `Lookup` is made unless the origin is needed.
         var lookup: Lookup? = nil
         if let read, let key = resolved.entryKey {
@@ -207,7 +220,9 @@ public final class CachedNetworking: Sendable {
                     return answer
                 }
             }
-            if decision.action == .serveStaleWhileRevalidating {
+            // A call's own transport cannot outlive the call: the stale response is validated now instead of in
+            // the background (only-if-cached never reaches the origin, so it is served as it is).
+            if decision.action == .serveStaleWhileRevalidating, transport == nil || directives.onlyIfCached {
                 metrics.hits.increment()
                 metrics.staleServed("stale_while_revalidate")
                 // only-if-cached (returnCacheDataDontLoad) never reaches the origin, not even in the background.
@@ -256,7 +271,7 @@ public final class CachedNetworking: Sendable {
     /// call returns once the response is stored.
     /// - Returns: Where the response came from (`.cache` when nothing had to be fetched, `.revalidated` when the
     ///   origin confirmed the stored response).
-    /// - Throws: ``CachedNetworkingError`` as ``run(_:body:policy:)`` does.
+    /// - Throws: ``CachedNetworkingError`` as ``run(_:body:policy:transport:)`` does.
     @discardableResult
     public func prefetch(_ request: HTTPRequest) async throws(CachedNetworkingError) -> CachedResponse.Source {
         try await run(request, policy: .refreshStale).source
@@ -536,12 +551,15 @@ public final class CachedNetworking: Sendable {
 
     // MARK: - Origin
 
-    func send(_ request: HTTPRequest, body: ByteBuffer?) async throws(CachedNetworkingError) -> (HTTPTransportResponse, Date, Date) {
+    /// Sends `request` through `callTransport` (a call's own transport), or the cache's transport when it is nil.
+    func send(
+        _ request: HTTPRequest, body: ByteBuffer?, through callTransport: (any HTTPTransport)?
+    ) async throws(CachedNetworkingError) -> (HTTPTransportResponse, Date, Date) {
         let requestTime = now()
         do {
             let start = ContinuousClock.now
             defer { metrics.originFetchDuration.recordNanoseconds(CacheMetrics.nanoseconds(since: start)) }
-            var response = try await transport.send(request, body: body)
+            var response = try await (callTransport ?? transport).send(request, body: body)
             metrics.originBytes(response.body.readableBytes)
             let responseTime = now()
             // A response without Date gets the time it was received, as RFC 9110 §6.6.1 asks of a recipient that
@@ -628,11 +646,12 @@ public final class CachedNetworking: Sendable {
         _ request: HTTPRequest,
         body: ByteBuffer?,
         uri: String,
-        reason: CacheStatus.ForwardReason
+        reason: CacheStatus.ForwardReason,
+        through callTransport: (any HTTPTransport)?
     ) async throws(CachedNetworkingError) -> CachedResponse {
         let unsafe = !Invalidation.safeMethods.contains(request.method)
         metrics.originFetch(unsafe ? "unsafe_method" : "bypass")
-        let (answer, _, _) = try await send(request, body: body)
+        let (answer, _, _) = try await send(request, body: body, through: callTransport)
         let targets = Invalidation.targets(request: request, response: answer.response)
         if !targets.isEmpty, !(await invalidate(targets)) { retryInvalidation(targets) }
         var member = CacheStatus(cacheName: configuration.cacheName)
@@ -650,10 +669,12 @@ struct RequestContext: Sendable {
     let uri: String
     let policy: CachePolicy
     let directives: RequestCacheControl
+    /// The call's own transport (see ``CachedNetworking/run(_:body:policy:transport:)``); nil for the cache's.
+    let transport: (any HTTPTransport)?
 
     init(
         request: HTTPRequest, method: HTTPRequest.Method? = nil, body: ByteBuffer?, uri: String, policy: CachePolicy,
-        directives: RequestCacheControl
+        directives: RequestCacheControl, transport: (any HTTPTransport)? = nil
     ) {
         self.request = request
         self.method = method ?? request.method
@@ -661,6 +682,7 @@ struct RequestContext: Sendable {
         self.uri = uri
         self.policy = policy
         self.directives = directives
+        self.transport = transport
     }
 
     /// Identifies the credentials of the request, so that requests of different users are never coalesced.

@@ -1,9 +1,9 @@
 /// Why ``CachedNetworking`` could not answer a request.
 ///
 /// A struct over a private enum, so that new cases are not a breaking change; compare kinds with the static
-/// members (`error.kind == .transport`). Store failures never surface from ``CachedNetworking/run(_:body:policy:)``
-/// (the cache fails open); they surface only from explicit cache operations such as
-/// ``CachedNetworking/invalidateAll()``.
+/// members (`error.kind == .transport`). Store failures never surface from
+/// ``CachedNetworking/run(_:body:policy:transport:)`` (the cache fails open); they surface only from explicit cache
+/// operations such as ``CachedNetworking/invalidateAll()``.
 public struct CachedNetworkingError: Error, Sendable, CustomStringConvertible {
     /// What went wrong, broadly.
     public struct Kind: Sendable, Hashable, CustomStringConvertible {

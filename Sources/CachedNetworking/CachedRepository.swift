@@ -169,7 +169,7 @@ public struct CachedValue<Value: Sendable>: Sendable {
 /// - **Invalidation.** ``invalidate()`` drops what the repository holds and, for a repository over a
 ///   ``CachedNetworking``, removes the stored responses of its request.
 public final class CachedRepository<Value: Sendable>: Sendable {
-    /// Fetches a response for a request (``CachedNetworking/run(_:body:policy:)`` or a stand-in). Any error
+    /// Fetches a response for a request (``CachedNetworking/run(_:body:policy:transport:)`` or a stand-in). Any error
     /// it throws fails the read with ``CachedRepositoryError/Kind/network``.
     public typealias Fetch = @Sendable (HTTPRequest, CachePolicy) async throws -> CachedResponse
     /// Decodes a body.

@@ -36,7 +36,8 @@ WORK = ROOT / ".build-consumer"
 PACKAGE = WORK / "service"
 DOCS = ["README.md", "docs/sdk.md", "docs/scaling.md"]
 HEADER = re.compile(r"^// ((?:Sources|Tests)/([A-Za-z0-9_-]+)/[A-Za-z0-9_+.-]+\.swift)\s*$")
-IMPORT = re.compile(r"^(?:@testable |public |@_exported )*import\s+([A-Za-z0-9_]+)", re.M)
+IMPORT = re.compile(r"^(?:@testable |@_spi\(\w+\) |public |@_exported )*import\s+(?:struct |class |enum |protocol |func )?([A-Za-z0-9_]+)", re.M)
+GENERATED_CLIENT = ROOT / "Tests" / "CachedNetworkingOpenAPITests" / "Generated"
 
 # Modules a sample may import, and the product and package each comes from (None: the toolchain's own).
 MODULES = {
@@ -49,6 +50,9 @@ MODULES = {
     "AsyncHTTPClient": ("AsyncHTTPClient", "async-http-client"),
     "NIOCore": ("NIOCore", "swift-nio"),
     "HTTPTypes": ("HTTPTypes", "swift-http-types"),
+    "CachedNetworkingOpenAPI": ("CachedNetworkingOpenAPI", "cached"),
+    "OpenAPIRuntime": ("OpenAPIRuntime", "swift-openapi-runtime"),
+    "OpenAPIAsyncHTTPClient": ("OpenAPIAsyncHTTPClient", "swift-openapi-async-http-client"),
     "Foundation": None, "FoundationNetworking": None, "FoundationEssentials": None, "Testing": None,
     "Dispatch": None, "Glibc": None, "Synchronization": None,
 }
@@ -58,6 +62,9 @@ PACKAGES = {
     "async-http-client": '.package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0")',
     "swift-nio": '.package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2")',
     "swift-http-types": '.package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0")',
+    "swift-openapi-runtime": '.package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4")',
+    "swift-openapi-async-http-client":
+        '.package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.5.0")',
 }
 # Modules that a build of the core alone must not compile.
 NOT_IN_CORE = ["CachedNetworkingRedis", "CachedNetworkingAsyncHTTPClient", "CHiredis", "CachedTLS", "CTLS",
@@ -108,6 +115,15 @@ def extract():
         destination = PACKAGE / path
         destination.parent.mkdir(parents=True, exist_ok=True)
         destination.write_text(text)
+    # A sample that uses the OpenAPI middleware calls a client that swift-openapi-generator made: this package's
+    # test client (Tests/CachedNetworkingOpenAPITests/Generated) stands in for the reader's own.
+    for name, entry in targets.items():
+        if "CachedNetworkingOpenAPI" in entry["imports"]:
+            folder = PACKAGE / ("Tests" if entry["tests"] else "Sources") / name / "Generated"
+            folder.mkdir(parents=True, exist_ok=True)
+            for generated in sorted(GENERATED_CLIENT.glob("*.swift")):
+                shutil.copy(generated, folder / generated.name)
+                entry["imports"] |= set(IMPORT.findall(generated.read_text()))
     declared = set(re.findall(r'(?:Target|target|testTarget)\(\s*name:\s*"([^"]+)"', manifest))
     additions, packages = [], set()
     for name, entry in sorted(targets.items()):

@@ -16,8 +16,9 @@ INSTALL_BIN ?= $(RELEASE_BIN)
 # systemd provides systemd-analyze, which the tests use to verify the unit.
 APT_PACKAGES = libhiredis-dev libjemalloc-dev libssl-dev redis-server redis-tools pkg-config systemd
 # The live tests also drive the server with redis-py 5 or later (RESP3), from PyPI: pip comes from Debian. The
-# TLS tests make their certificates with the openssl tool.
-TEST_APT_PACKAGES = python3-pip openssl
+# TLS tests make their certificates with the openssl tool; the consumer check reads the libraries a program links
+# with readelf (binutils) and runs programs line-buffered with stdbuf (coreutils).
+TEST_APT_PACKAGES = python3-pip openssl binutils coreutils
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all build release run test consumer-check test-cluster deps deps-test install install-files uninstall clean bench bench-check \

@@ -20,12 +20,21 @@ extension CachedNetworking: Service {
     /// Runs the cache's background work until graceful shutdown or cancellation, then ``shutdown()``.
     public func run() async throws {
         let (stream, continuation) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
-        let accepted = background.withLock { state -> Bool in
-            guard !state.stopped, state.runner == nil else { return false }
+        enum Start { case accepted, alreadyRunning, stopped }
+        let start = background.withLock { state -> Start in
+            if state.stopped { return .stopped }
+            guard state.runner == nil else { return .alreadyRunning }
             state.runner = continuation
-            return true
+            return .accepted
         }
-        guard accepted else {
+        switch start {
+        case .accepted:
+            break
+        case .alreadyRunning:
+            continuation.finish()
+            logger.warning("CachedNetworking.run() called while it already runs: this call returns at once")
+            return
+        case .stopped:
             continuation.finish()
             await shutdown()
             return
@@ -54,10 +63,11 @@ extension CachedNetworking: Service {
     /// transport you passed in, stay yours. Calling it again does nothing more.
     public func shutdown() async {
         isShutDown.store(true, ordering: .sequentiallyConsistent)
-        let first = stopBackgroundWork()
+        stopBackgroundWork()
         await waitForRequestsInFlight()
         await waitForBackgroundRefreshes()
-        if first, ownsTransport {
+        // Its own flag: graceful shutdown stops the background work before this runs.
+        if ownsTransport, !transportShutDown.exchange(true, ordering: .acquiringAndReleasing) {
             do {
                 try await transport.shutdown()
             } catch {
@@ -66,7 +76,7 @@ extension CachedNetworking: Service {
         }
     }
 
-    /// Waits until no call of ``run(_:body:policy:)`` is in progress (once ``isShutDown`` is set, no new one starts).
+    /// Waits until no call of ``run(_:body:policy:transport:)`` is in progress (once ``isShutDown`` is set, no new one starts).
     func waitForRequestsInFlight() async {
         while requestsInFlight.load(ordering: .sequentiallyConsistent) > 0 {
             await withCheckedContinuation { (idle: CheckedContinuation<Void, Never>) in
@@ -80,7 +90,7 @@ extension CachedNetworking: Service {
         }
     }
 
-    /// Called as each ``run(_:body:policy:)`` returns: the last one out after shutdown wakes ``shutdown()``.
+    /// Called as each ``run(_:body:policy:transport:)`` returns: the last one out after shutdown wakes ``shutdown()``.
     func requestFinished() {
         let left = requestsInFlight.subtract(1, ordering: .sequentiallyConsistent).newValue
         guard left == 0, isShutDown.load(ordering: .sequentiallyConsistent) else { return }

@@ -42,8 +42,10 @@ public final class CachedNetworking: Sendable {
     let background = Mutex<BackgroundWork>(BackgroundWork())
     /// Set by ``shutdown()``: requests are refused from then on.
     let isShutDown = Atomic(false)
-    /// Calls of ``run(_:body:policy:)`` that have not returned; ``shutdown()`` waits for them.
+    /// Calls of ``run(_:body:policy:transport:)`` that have not returned; ``shutdown()`` waits for them.
     let requestsInFlight = Atomic(0)
+    /// Set when ``shutdown()`` has shut down the transport the cache made.
+    let transportShutDown = Atomic(false)
 
     /// A cache over `store` that fetches through `transport`.
     ///

@@ -367,7 +367,7 @@ public final class CachedRepository<Value: Sendable>: Sendable {
     ///
     /// A value held within the ``lifetime`` answers at once (``CachedValueSource/held``); otherwise the source is
     /// asked, once for all the reads that wait for it.
-    /// - Parameter policy: How the HTTP cache is used (``CachedNetworking/run(_:body:policy:)``); nil for the
+    /// - Parameter policy: How the HTTP cache is used (``CachedNetworking/run(_:body:policy:transport:)``); nil for the
     ///   repository's (``CachePolicy/useProtocolCachePolicy``, or a `URLRequest`'s `cachePolicy`).
     ///   ``CachePolicy/reloadIgnoringLocalCacheData`` and ``CachePolicy/reloadRevalidatingCacheData`` also pass
     ///   over a held value. A repository over an async source has no stored response: the two reload policies

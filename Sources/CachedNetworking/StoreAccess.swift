@@ -87,6 +87,10 @@ struct StoreAccess: Sendable {
         case .success(let value):
             if outage.isOngoing { outage.ended(logger: logger) }
             return .value(value)
+        case .failure(let error) where Task.isCancelled:
+            // The request's task was cancelled: the call was given up, which says nothing of the store.
+            logger.trace("cache store call given up: the task was cancelled", metadata: [CachedNetworkingLogKeys.operation: "\(operation)"])
+            return .failed(error)
         case .failure(let error):
             if error.kind == .server {
                 // An error reply: the store is up (and refuses this call, as its own log says).
@@ -218,13 +222,15 @@ final class StoreOutage: Sendable {
         let now = ContinuousClock.now
         let warn = state.withLock { state -> Bool in
             state.failures += 1
-            guard state.since == nil else { return false }
-            state.since = now
-            ongoing.store(true, ordering: .relaxed)
-            if let last = state.lastWarning, now - last < Self.warningInterval {
+            if state.since == nil {
+                state.since = now
                 state.warned = false
-                return false
+                ongoing.store(true, ordering: .relaxed)
             }
+            // Once per outage, and not within a minute of the last warning: an outage that starts soon after
+            // another is warned about when that minute is over, if it still lasts.
+            guard !state.warned else { return false }
+            if let last = state.lastWarning, now - last < Self.warningInterval { return false }
             state.lastWarning = now
             state.warned = true
             return true

@@ -30,6 +30,12 @@ extension CachedNetworking {
     public typealias HTTPTransport = _CachedNetworking_HTTPTransport
     /// ``HTTPTransportResponse``, named through the class.
     public typealias HTTPTransportResponse = _CachedNetworking_HTTPTransportResponse
+    /// ``HTTPTransportError``, named through the class.
+    public typealias HTTPTransportError = _CachedNetworking_HTTPTransportError
+    /// ``CacheStoreCallStyle``, named through the class.
+    public typealias CacheStoreCallStyle = _CachedNetworking_CacheStoreCallStyle
+    /// ``CacheStoreDeadline``, named through the class.
+    public typealias CacheStoreDeadline = _CachedNetworking_CacheStoreDeadline
     /// ``URLSessionTransport``, named through the class.
     public typealias URLSessionTransport = _CachedNetworking_URLSessionTransport
     /// ``CacheStore``, named through the class.
@@ -68,6 +74,9 @@ extension CachedNetworking {
 @_documentation(visibility: internal) public typealias _CachedNetworking_LifetimeOverride = LifetimeOverride
 @_documentation(visibility: internal) public typealias _CachedNetworking_HTTPTransport = HTTPTransport
 @_documentation(visibility: internal) public typealias _CachedNetworking_HTTPTransportResponse = HTTPTransportResponse
+@_documentation(visibility: internal) public typealias _CachedNetworking_HTTPTransportError = HTTPTransportError
+@_documentation(visibility: internal) public typealias _CachedNetworking_CacheStoreCallStyle = CacheStoreCallStyle
+@_documentation(visibility: internal) public typealias _CachedNetworking_CacheStoreDeadline = CacheStoreDeadline
 @_documentation(visibility: internal) public typealias _CachedNetworking_URLSessionTransport = URLSessionTransport
 @_documentation(visibility: internal) public typealias _CachedNetworking_CacheStore = CacheStore
 @_documentation(visibility: internal) public typealias _CachedNetworking_CacheStoreError = CacheStoreError

@@ -1,4 +1,4 @@
-import CachedNetworking
+@testable import CachedNetworking
 import CachedNetworkingAsyncHTTPClient
 @testable import CachedNetworkingRedis
 import CachedOriginSupport
@@ -6,6 +6,7 @@ import CachedTestSupport
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 import Testing
 
 /// The cache and its store as swift-service-lifecycle services, and `shutdown()` without a group.
@@ -68,6 +69,23 @@ struct LifecycleTests {
         await origin.stop()
     }
 
+    @Test("in a ServiceGroup, the transport the cache owns is shut down once; a second run() leaves the cache running")
+    func theOwnedTransportIsShutDownInAGroup() async throws {
+        let transport = RecordingTransport()
+        let cache = CachedNetworking(
+            store: MemoryStore(), transport: transport, ownsTransport: true, configuration: .init(), logger: Logger(label: "test"))
+        let group = ServiceGroup(services: [cache], gracefulShutdownSignals: [], logger: Logger(label: "test"))
+        let running = Task { try await group.run() }
+        while cache.background.withLock({ $0.runner == nil }) { await Task.yield() }
+        try await cache.run()  // already running: returns at once, and the cache stays up
+        let stillUp = !cache.isShutDown.load(ordering: .relaxed)
+        #expect(stillUp)
+        await group.triggerGracefulShutdown()
+        try await running.value
+        await cache.shutdown()
+        #expect(transport.shutdowns.withLock { $0 } == 1)
+    }
+
     @Test("a cache made without a transport owns its URLSession transport and shuts it down; shutdown twice is harmless")
     func shutdownWithoutAGroup() async throws {
         let origin = try await OriginServer.start()
@@ -93,4 +111,15 @@ struct LifecycleTests {
         // means the transport shut it down as it went.
         await origin.stop()
     }
+}
+
+/// A transport that answers nothing and counts its shutdowns.
+private final class RecordingTransport: HTTPTransport {
+    let shutdowns = Mutex(0)
+
+    func send(_ request: HTTPRequest, body: ByteBuffer?) async throws -> HTTPTransportResponse {
+        throw CachedNetworkingError(.transport, "not used")
+    }
+
+    func shutdown() async throws { shutdowns.withLock { $0 += 1 } }
 }

@@ -227,6 +227,9 @@ def run_program(binary, environment):
         status = process.wait()
     finally:
         timer.cancel()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
     if status != 0:
         fail(f"{binary.name} exited with status {status}" + (" (killed after 120 s)" if status == -signal.SIGKILL else ""))
     return "".join(lines)
@@ -265,6 +268,9 @@ def run_executables(targets, server_binary):
                     fail(f"{name} made the origin requests {made}, expected {expected['origin']}")
                 if expected["output"] not in output:
                     fail(f"{name} printed {output!r}, expected a line with {expected['output']!r}")
+        missing = sorted(set(EXPECTED) - {name for name, entry in targets.items() if entry["main"] and not entry["tests"]})
+        if missing:
+            fail(f"the documented programs {', '.join(missing)} are no longer in the docs (update EXPECTED)")
     finally:
         origin.shutdown()
         server.terminate()

@@ -187,6 +187,8 @@ public final class FailOpenStore<Base: CacheStore>: CacheStore {
                 switch error.kind {
                 case .server: record(success: true, probe: probe)
                 case .closed: record(neutralProbe: probe)
+                // A call given up because its task was cancelled says nothing of the store.
+                case .timeout where Task.isCancelled: record(neutralProbe: probe)
                 default: record(success: false, probe: probe)
                 }
                 throw error

@@ -214,10 +214,10 @@ public final class MemoryStore: CacheStore {
         }
     }
 
-    /// Stops the cleaner and drops every entry; later calls throw ``CacheStoreError/Kind/closed``.
     /// ``CacheStoreCallStyle/immediate``: calls take a lock and look up a table, without suspending.
     public var callStyle: CacheStoreCallStyle { .immediate }
 
+    /// Stops the cleaner and drops every entry; later calls throw ``CacheStoreError/Kind/closed``.
     public func shutdown() async {
         cleaner?.cancel()
         core.state.withLock { state in

@@ -19,8 +19,11 @@ import Darwin
 /// - ``immediate``: the store's calls return without suspending (a table behind a lock, in this process), so no
 ///   timeout can fire first: the cache calls it directly.
 /// - ``deadlineAware``: the store bounds its own calls. The cache calls it directly in the request's task, with
-///   ``CacheStoreDeadline/current`` set; the store must return by that deadline with a
-///   ``CacheStoreError/Kind/timeout`` error, and at once when the task is cancelled.
+///   ``CacheStoreDeadline/current`` set; the store must return by that deadline (racing its I/O against
+///   ``CacheStoreDeadline/remaining``) with a ``CacheStoreError/Kind/timeout`` error, and with the same error at
+///   once when the task is cancelled.
+///
+/// An ``immediate`` store that suspends after all is not bounded at all: only promise it for calls that cannot.
 public struct CacheStoreCallStyle: Sendable, Hashable, CustomStringConvertible {
     enum Base: Sendable, Hashable { case timedByCache, immediate, deadlineAware }
     let base: Base

@@ -61,6 +61,11 @@ extension CachedNetworking: Service {
     /// background work, waits for the requests and the background work in progress (each bounded by the store's
     /// and the origin's timeouts), and shuts down the transport when the cache made it. The store, and a
     /// transport you passed in, stay yours. Calling it again does nothing more.
+    ///
+    /// Cancelling the task that calls it ends the waiting: background work is cancelled, and the transport the
+    /// cache made is shut down at once, so requests still in flight may fail. (A `ServiceGroup` does this when
+    /// graceful shutdown takes longer than its `maximumGracefulShutdownDuration`.) Do not call it from inside a
+    /// request of the same cache, such as a transport's `send`: it would wait for that request.
     public func shutdown() async {
         isShutDown.store(true, ordering: .sequentiallyConsistent)
         stopBackgroundWork()
@@ -76,17 +81,13 @@ extension CachedNetworking: Service {
         }
     }
 
-    /// Waits until no call of ``run(_:body:policy:transport:)`` is in progress (once ``isShutDown`` is set, no new one starts).
+    /// Waits until no call of ``run(_:body:policy:transport:)`` is in progress (once ``isShutDown`` is set, no new
+    /// one starts), or until the calling task is cancelled.
     func waitForRequestsInFlight() async {
-        while requestsInFlight.load(ordering: .sequentiallyConsistent) > 0 {
-            await withCheckedContinuation { (idle: CheckedContinuation<Void, Never>) in
-                let now = background.withLock { state -> Bool in
-                    if requestsInFlight.load(ordering: .sequentiallyConsistent) == 0 { return true }
-                    state.requestWaiters.append(idle)
-                    return false
-                }
-                if now { idle.resume() }
-            }
+        while requestsInFlight.load(ordering: .sequentiallyConsistent) > 0, !Task.isCancelled {
+            await waitInBackgroundState(
+                until: { _ in self.requestsInFlight.load(ordering: .sequentiallyConsistent) == 0 },
+                among: \.requestWaiters)
         }
     }
 

@@ -23,14 +23,16 @@ extension CachedNetworking {
             self.cacheStatus = cacheStatus
         }
 
-        /// Whether a fresh response to the request is stored now: one already was, the origin confirmed it, or
-        /// this prefetch (or the fetch it joined) stored the origin's answer. False when the request failed, when
-        /// the answer may not be stored (`no-store`, a 500 without explicit freshness, …) and for a stale
-        /// response that stood in for a failed origin.
+        /// Whether a fresh response to the request is stored now: one already was, the origin confirmed it, this
+        /// prefetch (or the fetch it joined) stored the origin's answer, or another process's fetch that it
+        /// waited for stored it. False when the request failed, when the answer may not be stored (`no-store`, a
+        /// 500 without explicit freshness, …) and for a stale response that stood in for a failed origin.
         public var isStored: Bool {
-            guard case .success(let source) = result else { return false }
+            guard case .success(let source) = result, source != .stale else { return false }
             if source == .cache || source == .revalidated { return true }
-            return source != .stale && cacheStatus?.stored == true
+            guard let cacheStatus else { return false }
+            // A coalesced answer read from the store (after another process's fetch) is a fresh hit.
+            return cacheStatus.stored || (cacheStatus.hit && (cacheStatus.timeToLive ?? 0) >= 0)
         }
 
         /// The error, when the request failed.

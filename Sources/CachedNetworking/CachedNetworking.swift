@@ -317,22 +317,43 @@ public final class CachedNetworking: Sendable {
     }
 
     /// Waits until the background revalidations started by `stale-while-revalidate`, and invalidations being
-    /// retried after a store failure, have finished (for tests and graceful shutdown).
+    /// retried after a store failure, have finished (for tests and graceful shutdown). When the calling task is
+    /// cancelled, the background work is cancelled and this returns without waiting for it.
     public func waitForBackgroundRefreshes() async {
-        while true {
+        while !Task.isCancelled {
             let (tasks, running) = background.withLock { ($0.tasks.values.map { $0 }, $0.structuredRunning) }
             if tasks.isEmpty && running == 0 { return }
-            for task in tasks { await task.value }
-            if running > 0 {
-                await withCheckedContinuation { (idle: CheckedContinuation<Void, Never>) in
-                    let now = background.withLock { state -> Bool in
-                        if state.structuredRunning == 0 { return true }
-                        state.idleWaiters.append(idle)
-                        return false
-                    }
-                    if now { idle.resume() }
-                }
+            await withTaskCancellationHandler {
+                for task in tasks { await task.value }
+            } onCancel: {
+                for task in tasks { task.cancel() }
             }
+            if running > 0 { await waitInBackgroundState(until: { $0.structuredRunning == 0 }, among: \.idleWaiters) }
+        }
+    }
+
+    /// Suspends until `done` holds for the background state, woken by whoever resumes the waiters at `waiters`
+    /// (each waiter checks again), or until the task is cancelled.
+    func waitInBackgroundState(
+        until done: @Sendable (BackgroundWork) -> Bool,
+        among waiters: WritableKeyPath<BackgroundWork, [CheckedContinuation<Void, Never>]> & Sendable
+    ) async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (woken: CheckedContinuation<Void, Never>) in
+                let now = background.withLock { state -> Bool in
+                    // The cancellation flag is set before the handler below runs, which takes this lock.
+                    if done(state) || Task.isCancelled { return true }
+                    state[keyPath: waiters].append(woken)
+                    return false
+                }
+                if now { woken.resume() }
+            }
+        } onCancel: {
+            let woken = background.withLock { state in
+                defer { state[keyPath: waiters] = [] }
+                return state[keyPath: waiters]
+            }
+            for waiter in woken { waiter.resume() }
         }
     }
 
@@ -605,7 +626,7 @@ public final class CachedNetworking: Sendable {
             return state.invalidationRetries
         }
         guard let start else { return }
-        trackBackground("#invalidate \(start)") {
+        let started = trackBackground("#invalidate \(start)") {
             for delay in [Duration.milliseconds(100), .milliseconds(500), .seconds(2)] {
                 try? await Task.sleep(for: delay)
                 let batch = self.background.withLock { Array($0.invalidationsPending) }
@@ -621,16 +642,23 @@ public final class CachedNetworking: Sendable {
                     if done { return }
                 }
             }
-            let (abandoned, dropped) = self.background.withLock { state -> ([String], Int) in
-                defer {
-                    state.invalidationsPending = []
-                    state.invalidationsDropped = 0
-                    state.invalidationRetryRunning = false
-                }
-                return (Array(state.invalidationsPending), state.invalidationsDropped)
-            }
-            self.warnInvalidationsLost(abandoned, count: abandoned.count + dropped)
+            self.abandonPendingInvalidations()
         }
+        // The cache is shutting down: nothing retries them.
+        if !started { abandonPendingInvalidations() }
+    }
+
+    /// Gives up the pending invalidations, with one warning.
+    private func abandonPendingInvalidations() {
+        let (abandoned, dropped) = background.withLock { state -> ([String], Int) in
+            defer {
+                state.invalidationsPending = []
+                state.invalidationsDropped = 0
+                state.invalidationRetryRunning = false
+            }
+            return (Array(state.invalidationsPending), state.invalidationsDropped)
+        }
+        warnInvalidationsLost(abandoned, count: abandoned.count + dropped)
     }
 
     /// Logs that `count` URIs (a few of them in `sample`) could not be invalidated.
@@ -791,7 +819,8 @@ struct BackgroundWork: Sendable {
     var runner: AsyncStream<@Sendable () async -> Void>.Continuation?
     /// Background jobs handed to ``runner`` that have not finished.
     var structuredRunning = 0
-    /// Callers of ``CachedNetworking/waitForBackgroundRefreshes()`` waiting for ``structuredRunning`` to reach 0.
+    /// Callers of ``CachedNetworking/waitForBackgroundRefreshes()`` waiting for ``structuredRunning`` to reach 0
+    /// (or woken by another waiter's cancellation: each checks again).
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
     /// ``CachedNetworking/shutdown()`` waiting for the requests in flight to finish.
     var requestWaiters: [CheckedContinuation<Void, Never>] = []
@@ -811,7 +840,9 @@ struct BackgroundWork: Sendable {
 extension CachedNetworking {
     /// Runs `work` in the background, at most one at a time per `refreshKey`: as a child task of ``run()`` when the
     /// cache runs as a service, else as a task the cache tracks. Nothing starts once the cache is shutting down.
-    func trackBackground(_ refreshKey: String, _ work: @escaping @Sendable () async -> Void) {
+    /// - Returns: whether `work` was started (false when it already runs, or the cache is shutting down).
+    @discardableResult
+    func trackBackground(_ refreshKey: String, _ work: @escaping @Sendable () async -> Void) -> Bool {
         enum Start { case started, alreadyRunning, stopped }
         let start = background.withLock { state -> Start in
             if state.stopped { return .stopped }
@@ -844,11 +875,14 @@ extension CachedNetworking {
             return .started
         }
         switch start {
-        case .started: break
+        case .started:
+            return true
         case .alreadyRunning:
             logger.trace("background refresh already running", metadata: [CachedNetworkingLogKeys.key: "\(refreshKey)"])
+            return false
         case .stopped:
             logger.debug("the cache is shutting down: no background refresh", metadata: [CachedNetworkingLogKeys.key: "\(refreshKey)"])
+            return false
         }
     }
 }

@@ -140,7 +140,8 @@ struct CachedFetch: AsyncParsableCommand {
         } else {
             outcome = await fetchRepeatedly(cache, request, body: body, nearCacheStatistics: made.nearCacheStatistics)
         }
-        await cache.waitForBackgroundRefreshes()
+        // The cache first (its background work uses the client and the store), then what it was given.
+        await cache.shutdown()
         try? await client.shutdown()
         await made.store.shutdown()
         let answer: CachedResponse

@@ -18,7 +18,7 @@ struct FetchFailure {
         (28, "no complete response within --max-time"),
         (56, "the connection ended before the response was complete"),
         (63, "the response body is larger than --max-filesize"),
-        (64, "a usage error (unknown option, bad URL or --store...), with the usage"),
+        (64, "a usage error (unknown option, bad URL or --store...), with the usage; sysexits' EX_USAGE, where curl has 2 or 3"),
     ]
 
     /// ``statuses`` as lines of `--help`.

@@ -1,5 +1,6 @@
 @testable import CachedNetworking
 import CachedNetworkingAsyncHTTPClient
+import CachedNetworkingTesting
 @testable import CachedNetworkingRedis
 import CachedOriginSupport
 import CachedTestSupport
@@ -99,6 +100,50 @@ struct LifecycleTests {
         await origin.stop()
     }
 
+    @Test("cancelling shutdown() ends its wait for a request in flight and shuts down the transport the cache owns")
+    func cancelledShutdownStopsWaiting() async throws {
+        let transport = GatedTransport()
+        let cache = CachedNetworking(
+            store: MemoryStore(), transport: transport, ownsTransport: true, configuration: .init(), logger: Logger(label: "test"))
+        let request = Task { try await cache.run(HTTPRequest(method: .get, scheme: "https", authority: "api.example.com", path: "/held")) }
+        #expect(await eventually { transport.sent.withLock { $0 } == 1 })
+        let finished = Mutex(false)
+        let shutdown = Task {
+            await cache.shutdown()
+            finished.withLock { $0 = true }
+        }
+        #expect(await eventually { cache.background.withLock { !$0.requestWaiters.isEmpty } })
+        #expect(transport.shutdowns.withLock { $0 } == 0)
+        shutdown.cancel()
+        #expect(await eventually { finished.withLock { $0 } })
+        #expect(transport.shutdowns.withLock { $0 } == 1)
+        // The request still waits for the origin.
+        transport.gate.open()
+        _ = try? await request.value
+        await shutdown.value
+    }
+
+    @Test("an invalidation the store refuses while the cache shuts down is given up with a warning, not kept pending")
+    func invalidationRefusedDuringShutdown() async throws {
+        let transport = GatedTransport()
+        let store = InMemoryCacheStore()
+        store.inject(.init(operations: [.remove], error: CacheStoreError(.timeout, "stalled")))
+        let recorder = LogRecorder()
+        let cache = CachedNetworking(store: store, transport: transport, logger: Logger(label: "test") { _ in recorder })
+        let post = Task { try await cache.run(HTTPRequest(method: .post, scheme: "https", authority: "api.example.com", path: "/items")) }
+        #expect(await eventually { transport.sent.withLock { $0 } == 1 })
+        // Shutdown stops the background work, then waits for the POST.
+        let shutdown = Task { await cache.shutdown() }
+        #expect(await eventually { cache.background.withLock { $0.stopped } })
+        transport.gate.open()
+        #expect(try await post.value.response.status == .created)
+        await shutdown.value
+        let warnings = recorder.messages.filter { $0.level == .warning && $0.text.contains("could not be invalidated") }
+        #expect(warnings.count == 1)
+        #expect(warnings.first?.metadata[CachedNetworkingLogKeys.uri] == "https://api.example.com/items")
+        #expect(cache.background.withLock { $0.invalidationsPending.isEmpty && !$0.invalidationRetryRunning })
+    }
+
     @Test("an AsyncHTTPClientTransport released without shutdown does not trap")
     func aReleasedTransportDoesNotTrap() async throws {
         let origin = try await OriginServer.start()
@@ -119,6 +164,21 @@ private final class RecordingTransport: HTTPTransport {
 
     func send(_ request: HTTPRequest, body: ByteBuffer?) async throws -> HTTPTransportResponse {
         throw CachedNetworkingError(.transport, "not used")
+    }
+
+    func shutdown() async throws { shutdowns.withLock { $0 += 1 } }
+}
+
+/// A transport whose requests wait for its gate, answering 201 once it opens; counts requests and shutdowns.
+private final class GatedTransport: HTTPTransport {
+    let gate = Gate()
+    let sent = Mutex(0)
+    let shutdowns = Mutex(0)
+
+    func send(_ request: HTTPRequest, body: ByteBuffer?) async throws -> HTTPTransportResponse {
+        sent.withLock { $0 += 1 }
+        await gate.wait()
+        return HTTPTransportResponse(response: HTTPResponse(status: .created), body: ByteBuffer())
     }
 
     func shutdown() async throws { shutdowns.withLock { $0 += 1 } }

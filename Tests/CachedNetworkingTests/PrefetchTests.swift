@@ -79,6 +79,25 @@ struct PrefetchTests {
         #expect(f.fetches("/swr") == 2)
     }
 
+    @Test("a prefetch that waits for another process's fetch reports the response it stored as stored")
+    func leaseWaiterIsStored() async throws {
+        let h = try await Harness.make()
+        h.serve("/l", [("Cache-Control", "max-age=60")], body: "from-holder")
+        let key = entryKey("http://127.0.0.1:\(h.origin.port)/l")
+        // Another process holds the lease for this miss.
+        #expect(try await h.store.setIfAbsent(key + "#lock", to: ByteBuffer(string: "other"), ttl: .seconds(30)))
+        let waiter = Task { await h.cache.prefetch([h.origin.request("/l")]) }
+        // The prefetch tried to take the lease, and waits for its holder.
+        #expect(await eventually { h.store.count(of: .setIfAbsent) == 2 })
+        // The holder: fetches (ignoring the lease, as a reload does) and stores the response.
+        _ = try await h.sibling().run(h.origin.request("/l"), policy: .reloadIgnoringLocalCacheData)
+        let outcomes = await waiter.value
+        #expect(try outcomes[0].result.get() == .coalesced)
+        #expect(outcomes[0].isStored)
+        #expect(h.origin.count("/l") == 1)
+        await h.stop()
+    }
+
     @Test("URLRequest overloads: prefetch one or many, invalidate")
     func urlRequests() async throws {
         let f = FakeCache()

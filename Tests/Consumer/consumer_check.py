@@ -11,12 +11,14 @@ this one (.build-consumer/service), which depends on this package by path:
   imports included.
 
 The package is built in debug, its tests are run, and each executable runs to completion (exit 0) against a live
-cached-server and a loopback HTTP origin, whose addresses it reads from CACHE_URL and ORIGIN. Then every executable
-that imports only the SDK's core is built again alone, in a scratch path of its own and with pkg-config finding no
-hiredis (as without libhiredis-dev), to show that the core needs neither hiredis nor AsyncHTTPClient: no module of
-theirs may be compiled, and the program may not link hiredis or OpenSSL.
+cached-server and a loopback HTTP origin, whose addresses it reads from CACHE_URL and ORIGIN. Every executable that
+imports only the SDK's core is also built alone, in a scratch path of its own and with pkg-config finding no hiredis
+(as without libhiredis-dev), to show that the core needs neither hiredis nor AsyncHTTPClient: no module of theirs
+may be compiled, and the program may not link hiredis or OpenSSL.
 
-Usage: consumer_check.py [--server PATH]   (default: .build/debug/cached-server, from `swift build`)
+Usage: consumer_check.py [--server PATH] [--build-only]
+  --server PATH   the cached-server to run the programs against (default: .build/debug/cached-server)
+  --build-only    only build what the check builds (CI starts this early, beside the tests), check nothing
 """
 import argparse
 import http.server
@@ -274,47 +276,75 @@ def run_executables(targets, server_binary):
     finally:
         origin.shutdown()
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
-def check_core_alone(targets):
+def core_only_programs(targets):
+    """The sample programs that import the SDK's core and nothing else of the SDK or of other packages."""
     core_only = [name for name, entry in sorted(targets.items())
                  if entry["main"] and not entry["tests"]
                  and {m for m in entry["imports"] if MODULES.get(m) and MODULES[m][1] == "cached"} == {"CachedNetworking"}
                  and not any(MODULES.get(m) and MODULES[m][1] != "cached" for m in entry["imports"])]
     if not core_only:
         fail("no sample program uses the core alone (import CachedNetworking and nothing else of the SDK)")
-    for name in core_only:
-        scratch = WORK / f"core-{name}"
-        # As on a machine without libhiredis-dev: pkg-config finds no hiredis (nor anything else).
-        swift("build", "--product", name, scratch=scratch, environment=dict(os.environ, PKG_CONFIG_LIBDIR=str(WORK / "no-pkg-config")))
-        debug = scratch / "debug"
-        # SwiftPM lays out a folder for every target of the graph; a compiled one has objects or a module.
-        compiled = sorted(module for module in NOT_IN_CORE
-                          if any((debug / f"{module}.build").rglob("*.o")) or (debug / "Modules" / f"{module}.swiftmodule").exists())
-        if compiled:
-            fail(f"building {name}, which imports only CachedNetworking, compiled {', '.join(compiled)}")
-        # The libraries the program itself needs (FoundationNetworking's own libcurl needs OpenSSL in turn).
-        needed = subprocess.run(["readelf", "-d", str(debug / name)], capture_output=True, text=True).stdout
-        needed = [line for line in needed.splitlines() if "(NEEDED)" in line]
-        libraries = sorted(library for library in ["libhiredis", "libssl", "libcrypto"] if any(library in line for line in needed))
-        if libraries:
-            fail(f"{name}, which imports only CachedNetworking, links {', '.join(libraries)}")
-        print(f"  {name}: built alone; compiled none of {', '.join(NOT_IN_CORE)}; links no hiredis or OpenSSL", flush=True)
+    return core_only
+
+
+def compiled_modules(debug, modules):
+    """Those of `modules` compiled in the build folder `debug`: SwiftPM lays out a folder for every target of the
+    graph, but only a compiled one has objects or a module."""
+    return sorted(module for module in modules
+                  if any((debug / f"{module}.build").rglob("*.o")) or (debug / "Modules" / f"{module}.swiftmodule").exists())
+
+
+def build_core_alone(name, scratch):
+    """Builds the program `name` alone in `scratch`, as on a machine without libhiredis-dev: pkg-config finds no
+    hiredis, nor anything else."""
+    swift("build", "--product", name, scratch=scratch, environment=dict(os.environ, PKG_CONFIG_LIBDIR=str(WORK / "no-pkg-config")))
+
+
+def check_core_alone(name, scratch):
+    """Builds the core-only program `name` alone, and checks that it compiled and links none of NOT_IN_CORE."""
+    build_core_alone(name, scratch)
+    debug = scratch / "debug"
+    compiled = compiled_modules(debug, NOT_IN_CORE)
+    if compiled:
+        fail(f"building {name}, which imports only CachedNetworking, compiled {', '.join(compiled)}")
+    # The libraries the program itself needs (FoundationNetworking's own libcurl needs OpenSSL in turn).
+    needed = subprocess.run(["readelf", "-d", str(debug / name)], capture_output=True, text=True).stdout
+    needed = [line for line in needed.splitlines() if "(NEEDED)" in line]
+    libraries = sorted(library for library in ["libhiredis", "libssl", "libcrypto"] if any(library in line for line in needed))
+    if libraries:
+        fail(f"{name}, which imports only CachedNetworking, links {', '.join(libraries)}")
+    print(f"  {name}: built alone; compiled none of {', '.join(NOT_IN_CORE)}; links no hiredis or OpenSSL", flush=True)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--server", default=str(ROOT / ".build" / "debug" / "cached-server"))
+    parser.add_argument("--build-only", action="store_true")
     arguments = parser.parse_args()
     WORK.mkdir(exist_ok=True)
     targets = extract()
     print(f"consumer check: {len(targets)} targets from {', '.join(DOCS)}", flush=True)
+    core_only = core_only_programs(targets)
+    core_scratch = {name: WORK / f"core-{name}" for name in core_only}
+    if arguments.build_only:
+        swift("build", "--build-tests", scratch=WORK / "scratch")
+        for name in core_only:
+            build_core_alone(name, core_scratch[name])
+        print("consumer check: built", flush=True)
+        return
     swift("build", "--build-tests", scratch=WORK / "scratch")
     if any(entry["tests"] for entry in targets.values()):
         swift("test", "--skip-build", scratch=WORK / "scratch")
     run_executables(targets, pathlib.Path(arguments.server))
-    check_core_alone(targets)
+    for name in core_only:
+        check_core_alone(name, core_scratch[name])
     print("consumer check: passed", flush=True)
 
 

@@ -76,7 +76,7 @@ extension CachedNetworking: Service {
         }
     }
 
-    /// Waits until no call of ``run(_:body:policy:transport:)`` is in progress (once ``isShutDown`` is set, no new one starts).
+    /// Waits until no call of ``run(_:body:policy:transport:logger:)`` is in progress (once ``isShutDown`` is set, no new one starts).
     func waitForRequestsInFlight() async {
         while requestsInFlight.load(ordering: .sequentiallyConsistent) > 0 {
             await withCheckedContinuation { (idle: CheckedContinuation<Void, Never>) in
@@ -90,7 +90,7 @@ extension CachedNetworking: Service {
         }
     }
 
-    /// Called as each ``run(_:body:policy:transport:)`` returns: the last one out after shutdown wakes ``shutdown()``.
+    /// Called as each ``run(_:body:policy:transport:logger:)`` returns: the last one out after shutdown wakes ``shutdown()``.
     func requestFinished() {
         let left = requestsInFlight.subtract(1, ordering: .sequentiallyConsistent).newValue
         guard left == 0, isShutDown.load(ordering: .sequentiallyConsistent) else { return }

@@ -119,7 +119,7 @@ extension CachedNetworking {
                 return nil
             }
         }
-        logger.debug("gave up waiting for another process's fetch", metadata: [CachedNetworkingLogKeys.key: "\(lockKey)"])
+        log.debug("gave up waiting for another process's fetch", metadata: [CachedNetworkingLogKeys.key: "\(lockKey)"])
         return nil
     }
 
@@ -176,7 +176,7 @@ extension CachedNetworking {
         }
         guard answer.body.readableBytes <= configuration.maximumStoredBodySize else {
             // Served, not stored; and a stored response it replaces is out of date.
-            logger.debug(
+            log.debug(
                 "not stored: a body of \(answer.body.readableBytes) bytes, over maximumStoredBodySize",
                 metadata: [CachedNetworkingLogKeys.uri: "\(context.uri)"])
             if let existing { await store.remove([existing.key]) }
@@ -371,7 +371,7 @@ extension CachedNetworking {
             let result = await self.revalidate(
                 found, decision: decision, context: refreshContext, lookup: lookup, fetchReason: "refresh")
             if case .failure(let error) = result {
-                self.logger.debug(
+                self.log.debug(
                     "background revalidation failed",
                     metadata: [CachedNetworkingLogKeys.key: "\(found.key)", CachedNetworkingLogKeys.error: "\(error)"])
             }

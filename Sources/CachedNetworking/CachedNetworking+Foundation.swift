@@ -4,6 +4,7 @@ public import FoundationNetworking
 public import Foundation
 public import HTTPTypes
 import HTTPTypesFoundation
+public import Logging
 public import NIOCore
 
 extension CachePolicy {
@@ -47,30 +48,38 @@ extension URLRequest {
 extension CachedNetworking {
     /// Answers a Foundation `URLRequest`: its method, URL, header fields and body are used, and its
     /// `cachePolicy` unless `policy` is given.
-    /// - Throws: ``CachedNetworkingError`` as ``run(_:body:policy:transport:)`` does;
+    /// - Parameters:
+    ///   - urlRequest: The request.
+    ///   - policy: How to use the cache for this request; nil for the request's `cachePolicy`.
+    ///   - logger: Where the cache's lines about this request go; nil for the cache's logger (see
+    ///     ``run(_:body:policy:transport:logger:)``).
+    /// - Throws: ``CachedNetworkingError`` as ``run(_:body:policy:transport:logger:)`` does;
     ///   ``CachedNetworkingError/Kind/invalidRequest`` when the request has no absolute HTTP(S) URL.
-    public func run(_ urlRequest: URLRequest, policy: CachePolicy? = nil) async throws(CachedNetworkingError) -> CachedResponse {
+    public func run(
+        _ urlRequest: URLRequest, policy: CachePolicy? = nil, logger: Logger? = nil
+    ) async throws(CachedNetworkingError) -> CachedResponse {
         let request = try urlRequest.cacheRequest.get()
-        return try await run(request, body: urlRequest.cacheBody, policy: policy ?? CachePolicy(urlRequest.cachePolicy))
+        return try await run(
+            request, body: urlRequest.cacheBody, policy: policy ?? CachePolicy(urlRequest.cachePolicy), logger: logger)
     }
 
-    /// ``prefetch(_:)`` of a Foundation `URLRequest` (its method, URL and header fields; its `cachePolicy` plays
+    /// ``prefetch(_:logger:)`` of a Foundation `URLRequest` (its method, URL and header fields; its `cachePolicy` plays
     /// no part: prefetching always uses the HTTP rules).
     /// - Returns: Where the response came from (`.cache` when nothing had to be fetched).
-    /// - Throws: ``CachedNetworkingError`` as ``prefetch(_:)`` does; ``CachedNetworkingError/Kind/invalidRequest``
-    ///   when the request has no absolute HTTP(S) URL.
+    /// - Throws: ``CachedNetworkingError`` as ``prefetch(_:logger:)`` does;
+    ///   ``CachedNetworkingError/Kind/invalidRequest`` when the request has no absolute HTTP(S) URL.
     @discardableResult
-    public func prefetch(_ urlRequest: URLRequest) async throws(CachedNetworkingError) -> CachedResponse.Source {
-        try await prefetch(try urlRequest.cacheRequest.get())
+    public func prefetch(_ urlRequest: URLRequest, logger: Logger? = nil) async throws(CachedNetworkingError) -> CachedResponse.Source {
+        try await prefetch(try urlRequest.cacheRequest.get(), logger: logger)
     }
 
-    /// ``prefetch(_:maxConcurrency:)`` of Foundation `URLRequest`s: at most `maxConcurrency` at a time, returning
+    /// ``prefetch(_:maxConcurrency:logger:)`` of Foundation `URLRequest`s: at most `maxConcurrency` at a time, returning
     /// once each is stored or has failed (a request without an absolute HTTP(S) URL fails with
     /// ``CachedNetworkingError/Kind/invalidRequest``).
     /// - Returns: One outcome per request, in the order of `urlRequests`.
     @discardableResult
-    public func prefetch(_ urlRequests: [URLRequest], maxConcurrency: Int = 8) async -> [PrefetchOutcome] {
-        await prefetch(urlRequests.map(\.cacheRequest), maxConcurrency: maxConcurrency)
+    public func prefetch(_ urlRequests: [URLRequest], maxConcurrency: Int = 8, logger: Logger? = nil) async -> [PrefetchOutcome] {
+        await prefetch(urlRequests.map(\.cacheRequest), maxConcurrency: maxConcurrency, logger: logger)
     }
 
     /// ``invalidate(_:)`` of a Foundation `URLRequest`'s URL: removes its stored GET and HEAD responses.
@@ -81,17 +90,19 @@ extension CachedNetworking {
     }
 
     /// Answers a `URLRequest` through a completion handler shaped like `URLSession`'s, plus whether the body came
-    /// from the cache (``CachedResponse/Source/isFromCache``).
+    /// from the cache (``CachedResponse/Source/isFromCache``). `logger`: as for
+    /// ``run(_:body:policy:transport:logger:)``.
     /// - Returns: The task doing the work; cancel it to cancel the request.
     @discardableResult
     public func run(
         _ urlRequest: URLRequest,
         policy: CachePolicy? = nil,
+        logger: Logger? = nil,
         completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?, Bool) -> Void
     ) -> Task<Void, Never> {
         Task {
             do {
-                let answer = try await self.run(urlRequest, policy: policy)
+                let answer = try await self.run(urlRequest, policy: policy, logger: logger)
                 let response = urlRequest.url.flatMap { answer.urlResponse(for: $0) }
                 completionHandler(answer.bodyData, response, nil, answer.source.isFromCache)
             } catch {
@@ -101,18 +112,19 @@ extension CachedNetworking {
     }
 
     /// Answers an `HTTPRequest` through a completion handler shaped like `URLSession`'s, plus whether the body
-    /// came from the cache.
+    /// came from the cache. `logger`: as for ``run(_:body:policy:transport:logger:)``.
     /// - Returns: The task doing the work; cancel it to cancel the request.
     @discardableResult
     public func run(
         _ request: HTTPRequest,
         body: ByteBuffer? = nil,
         policy: CachePolicy = .useProtocolCachePolicy,
+        logger: Logger? = nil,
         completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?, Bool) -> Void
     ) -> Task<Void, Never> {
         Task {
             do {
-                let answer = try await self.run(request, body: body, policy: policy)
+                let answer = try await self.run(request, body: body, policy: policy, logger: logger)
                 let response = request.url.flatMap { answer.urlResponse(for: $0) }
                 completionHandler(answer.bodyData, response, nil, answer.source.isFromCache)
             } catch {

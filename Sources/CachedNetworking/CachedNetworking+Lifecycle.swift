@@ -81,7 +81,7 @@ extension CachedNetworking: Service {
         }
     }
 
-    /// Waits until no call of ``run(_:body:policy:transport:)`` is in progress (once ``isShutDown`` is set, no new
+    /// Waits until no call of ``run(_:body:policy:transport:logger:)`` is in progress (once ``isShutDown`` is set, no new
     /// one starts), or until the calling task is cancelled.
     func waitForRequestsInFlight() async {
         while requestsInFlight.load(ordering: .sequentiallyConsistent) > 0, !Task.isCancelled {
@@ -91,7 +91,7 @@ extension CachedNetworking: Service {
         }
     }
 
-    /// Called as each ``run(_:body:policy:transport:)`` returns: the last one out after shutdown wakes ``shutdown()``.
+    /// Called as each ``run(_:body:policy:transport:logger:)`` returns: the last one out after shutdown wakes ``shutdown()``.
     func requestFinished() {
         let left = requestsInFlight.subtract(1, ordering: .sequentiallyConsistent).newValue
         guard left == 0, isShutDown.load(ordering: .sequentiallyConsistent) else { return }

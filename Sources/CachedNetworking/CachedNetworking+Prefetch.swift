@@ -1,7 +1,8 @@
 public import HTTPTypes
+public import Logging
 
 extension CachedNetworking {
-    /// What ``CachedNetworking/prefetch(_:maxConcurrency:)`` did for one request.
+    /// What ``CachedNetworking/prefetch(_:maxConcurrency:logger:)`` did for one request.
     public struct PrefetchOutcome: Sendable {
         /// Where the request's answer came from, or why it failed.
         ///
@@ -45,7 +46,7 @@ extension CachedNetworking {
     /// Loads many responses into the cache, at most `maxConcurrency` requests at a time, and returns once every
     /// one of them is stored or has failed.
     ///
-    /// Each request is prefetched as ``prefetch(_:)`` does: fetched unless a fresh response is already stored,
+    /// Each request is prefetched as ``prefetch(_:logger:)`` does: fetched unless a fresh response is already stored,
     /// and a stale stored response validated rather than served. A failure fails only its own request.
     /// Identical requests (of this batch or of concurrent callers) make one origin request between them.
     ///
@@ -61,16 +62,18 @@ extension CachedNetworking {
     /// - Parameters:
     ///   - requests: The requests (GET, usually), each with a scheme and an authority.
     ///   - maxConcurrency: How many requests run at once (at least 1). Default 8.
+    ///   - logger: Where the cache's lines about these requests go; nil for the cache's logger (see
+    ///     ``run(_:body:policy:transport:logger:)``).
     /// - Returns: One outcome per request, in the order of `requests`.
     @discardableResult
-    public func prefetch(_ requests: [HTTPRequest], maxConcurrency: Int = 8) async -> [PrefetchOutcome] {
-        await prefetch(requests.map { .success($0) }, maxConcurrency: maxConcurrency)
+    public func prefetch(_ requests: [HTTPRequest], maxConcurrency: Int = 8, logger: Logger? = nil) async -> [PrefetchOutcome] {
+        await prefetch(requests.map { .success($0) }, maxConcurrency: maxConcurrency, logger: logger)
     }
 
-    /// ``prefetch(_:maxConcurrency:)`` of requests that may already have failed to be made (a `URLRequest`
+    /// ``prefetch(_:maxConcurrency:logger:)`` of requests that may already have failed to be made (a `URLRequest`
     /// without an HTTP URL): those fail with their error.
     func prefetch(
-        _ requests: [Result<HTTPRequest, CachedNetworkingError>], maxConcurrency: Int
+        _ requests: [Result<HTTPRequest, CachedNetworkingError>], maxConcurrency: Int, logger: Logger?
     ) async -> [PrefetchOutcome] {
         var outcomes = [PrefetchOutcome?](repeating: nil, count: requests.count)
         await withTaskGroup(of: (Int, PrefetchOutcome).self) { group in
@@ -82,7 +85,7 @@ extension CachedNetworking {
                 group.addTask {
                     let answer: CachedResponse
                     do throws(CachedNetworkingError) {
-                        answer = try await self.run(try request.get(), policy: .refreshStale)
+                        answer = try await self.run(try request.get(), policy: .refreshStale, logger: logger)
                     } catch {
                         return (index, PrefetchOutcome(result: .failure(error), cacheStatus: nil))
                     }

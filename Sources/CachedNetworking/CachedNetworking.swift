@@ -8,6 +8,7 @@ public import Logging
 import CoreMetrics
 public import NIOCore
 import Synchronization
+import Tracing
 
 /// A shared HTTP response cache for Swift services: RFC 9111's rules for a shared cache, RFC 5861's
 /// `stale-while-revalidate` and `stale-if-error`, and RFC 9211's `Cache-Status`, over a ``CacheStore`` that
@@ -34,6 +35,8 @@ public final class CachedNetworking: Sendable {
     let keys: CacheKeys
     let metrics: CacheMetrics
     let logger: Logger
+    /// The tracer the cache's spans go to, resolved once (``Configuration/tracer``).
+    let tracing: CacheTracing
     let flights = SingleFlight<FlightKey, FlightResult>()
     /// The value of the leases this cache takes: random, made once (leases are only ever tested for presence; the
     /// value tells which cache instance holds one).
@@ -42,7 +45,7 @@ public final class CachedNetworking: Sendable {
     let background = Mutex<BackgroundWork>(BackgroundWork())
     /// Set by ``shutdown()``: requests are refused from then on.
     let isShutDown = Atomic(false)
-    /// Calls of ``run(_:body:policy:transport:)`` that have not returned; ``shutdown()`` waits for them.
+    /// Calls of ``run(_:body:policy:transport:logger:)`` that have not returned; ``shutdown()`` waits for them.
     let requestsInFlight = Atomic(0)
     /// Set when ``shutdown()`` has shut down the transport the cache made.
     let transportShutDown = Atomic(false)
@@ -97,8 +100,10 @@ public final class CachedNetworking: Sendable {
             extra: configuration.metricsDimensions
         )
         self.metrics = metrics
+        let tracing = CacheTracing(configured: configuration.tracer)
+        self.tracing = tracing
         self.store = StoreAccess(
-            store: store, timeout: configuration.storeTimeout, metrics: metrics, logger: logger,
+            store: store, timeout: configuration.storeTimeout, metrics: metrics, logger: logger, tracing: tracing,
             decodedEntryMemory: configuration.decodedEntryMemory)
         self.leaseToken = ByteBuffer(string: FNV1a64.hex(UInt64.random(in: .min ... .max)))
         for host in configuration.lifetimeOverrides.compactMap(\.unusableHost) {
@@ -126,6 +131,9 @@ public final class CachedNetworking: Sendable {
     ///   - body: The request content, if any.
     ///   - policy: How to use the cache for this request.
     ///   - transport: How this call reaches the origin; nil for the transport the cache was made with.
+    ///   - logger: Where the cache's lines about this request go (its answer, the store failures it met, the
+    ///     background refresh it started), so that they carry the caller's metadata (a request id); nil for the
+    ///     logger the cache was made with.
     /// - Returns: The response, with `Age` when it came from storage and this cache's `Cache-Status` member.
     /// - Throws: ``CachedNetworkingError`` when the request is invalid, the origin fails (and no stale response
     ///   may stand in), or the task is cancelled. Store failures never fail a request.
@@ -133,7 +141,8 @@ public final class CachedNetworking: Sendable {
         _ request: HTTPRequest,
         body: ByteBuffer? = nil,
         policy: CachePolicy = .useProtocolCachePolicy,
-        transport: (any HTTPTransport)? = nil
+        transport: (any HTTPTransport)? = nil,
+        logger: Logger? = nil
     ) async throws(CachedNetworkingError) -> CachedResponse {
         // Counted before the shutdown flag is read, so that shutdown() (which sets the flag, then waits for the
         // count to reach zero) either sees this call or this call sees the flag.
@@ -143,13 +152,18 @@ public final class CachedNetworking: Sendable {
             metrics.runDuration.recordNanoseconds(CacheMetrics.nanoseconds(since: start))
             requestFinished()
         }
-        if isShutDown.load(ordering: .sequentiallyConsistent) {
-            throw CachedNetworkingError(.shutDown, "the cache was shut down")
+        let shutDown = isShutDown.load(ordering: .sequentiallyConsistent)
+        // Nothing to bind without a tracer or a request logger: the common case.
+        guard tracing.tracer != nil || logger != nil else {
+            if shutDown { throw CachedNetworkingError(.shutDown, "the cache was shut down") }
+            return try await answer(request, body: body, policy: policy, transport: transport)
         }
-        return try await answer(request, body: body, policy: policy, transport: transport)
+        return try await scoped(
+            request, body: body, policy: policy, transport: transport, logger: logger, shutDown: shutDown
+        ).get()
     }
 
-    /// ``run(_:body:policy:transport:)`` once counted; `transport` is the call's own (nil: the cache's).
+    /// ``run(_:body:policy:transport:logger:)`` once counted; `transport` is the call's own (nil: the cache's).
     func answer(
         _ request: HTTPRequest,
         body: ByteBuffer?,
@@ -271,12 +285,16 @@ public final class CachedNetworking: Sendable {
     /// Fetches `request` into the cache unless a fresh response is already stored. A stale stored response is
     /// validated (not served while a background validation runs, as `stale-while-revalidate` would), so that the
     /// call returns once the response is stored.
+    /// - Parameters:
+    ///   - request: The request.
+    ///   - logger: Where the cache's lines about this request go; nil for the cache's logger (see
+    ///     ``run(_:body:policy:transport:logger:)``).
     /// - Returns: Where the response came from (`.cache` when nothing had to be fetched, `.revalidated` when the
     ///   origin confirmed the stored response).
-    /// - Throws: ``CachedNetworkingError`` as ``run(_:body:policy:transport:)`` does.
+    /// - Throws: ``CachedNetworkingError`` as ``run(_:body:policy:transport:logger:)`` does.
     @discardableResult
-    public func prefetch(_ request: HTTPRequest) async throws(CachedNetworkingError) -> CachedResponse.Source {
-        try await run(request, policy: .refreshStale).source
+    public func prefetch(_ request: HTTPRequest, logger: Logger? = nil) async throws(CachedNetworkingError) -> CachedResponse.Source {
+        try await run(request, policy: .refreshStale, logger: logger).source
     }
 
     /// Removes the stored GET and HEAD responses (all `Vary` variants) for the target URI of `request`.
@@ -290,9 +308,12 @@ public final class CachedNetworking: Sendable {
         }
         let targets = entryKeys(for: [uri], generation: generation)
         let store = self.store.store
+        let span = tracing.startStoreCall("remove", key: targets.first ?? "")
+        defer { span?.end() }
         if case .failure(let error) = await withStoreTimeout(configuration.storeTimeout, { () async throws(CacheStoreError) in
             try await store.remove(targets)
         }) {
+            if let span { CacheTracing.fail(span, error, type: "store") }
             throw CachedNetworkingError(.store, "cannot remove entries", underlying: error)
         }
     }
@@ -305,12 +326,15 @@ public final class CachedNetworking: Sendable {
     public func invalidateAll() async throws(CachedNetworkingError) {
         let store = self.store.store
         let key = keys.generationKey
+        let span = tracing.startStoreCall("increment", key: key)
+        defer { span?.end() }
         switch await withStoreTimeout(configuration.storeTimeout, { () async throws(CacheStoreError) in
             try await store.increment(key)
         }) {
         case .success(let value):
             generationCache.withLock { $0.record(value, readAt: ContinuousClock.now) }
         case .failure(let error):
+            if let span { CacheTracing.fail(span, error, type: "store") }
             metrics.storeError("increment")
             throw CachedNetworkingError(.store, "cannot increment the generation", underlying: error)
         }
@@ -489,7 +513,7 @@ public final class CachedNetworking: Sendable {
         // Corrupt, foreign, or another URL's entry under a colliding key: a miss; the value is removed so that
         // it is counted once and replaced by the next store.
         metrics.corruptEntries.increment()
-        logger.debug("unreadable cache entry read as a miss", metadata: [CachedNetworkingLogKeys.key: "\(entryKey)"])
+        log.debug("unreadable cache entry read as a miss", metadata: [CachedNetworkingLogKeys.key: "\(entryKey)"])
         await store.remove([entryKey])
         return lookup
     }
@@ -516,7 +540,7 @@ public final class CachedNetworking: Sendable {
         status: CacheStatus,
         entry: CachedResponse.EntryIdentity?
     ) -> CachedResponse {
-        logger.debug(
+        log.debug(
             "answered",
             metadata: [CachedNetworkingLogKeys.cacheStatus: "\(status.headerValue)"]
         )
@@ -558,7 +582,7 @@ public final class CachedNetworking: Sendable {
         let head = found.stored.servedHit(
             age: age, timeToLive: decision.timeToLive, omitting: omitted, source: source,
             cacheName: configuration.cacheName, key: found.key)
-        logger.debug("answered", metadata: [CachedNetworkingLogKeys.cacheStatus: "\(head.cacheStatus.headerValue)"])
+        log.debug("answered", metadata: [CachedNetworkingLogKeys.cacheStatus: "\(head.cacheStatus.headerValue)"])
         return CachedResponse(head: head, body: body)
     }
 
@@ -574,8 +598,19 @@ public final class CachedNetworking: Sendable {
 
     // MARK: - Origin
 
-    /// Sends `request` through `callTransport` (a call's own transport), or the cache's transport when it is nil.
+    /// Sends `request` through `callTransport` (a call's own transport), or the cache's transport when it is nil,
+    /// in a `cached.origin.fetch` span when tracing.
     func send(
+        _ request: HTTPRequest, body: ByteBuffer?, through callTransport: (any HTTPTransport)?
+    ) async throws(CachedNetworkingError) -> (HTTPTransportResponse, Date, Date) {
+        guard let span = tracing.start(CachedNetworkingSpans.originFetch) else {
+            return try await sendUntraced(request, body: body, through: callTransport)
+        }
+        return try await fetch(request, body: body, through: callTransport, in: span).get()
+    }
+
+    /// ``send(_:body:through:)`` without a span.
+    func sendUntraced(
         _ request: HTTPRequest, body: ByteBuffer?, through callTransport: (any HTTPTransport)?
     ) async throws(CachedNetworkingError) -> (HTTPTransportResponse, Date, Date) {
         let requestTime = now()
@@ -665,7 +700,7 @@ public final class CachedNetworking: Sendable {
     private func warnInvalidationsLost(_ sample: [String], count: Int) {
         var metadata: Logger.Metadata = ["cached.uris": "\(count)"]
         if !sample.isEmpty { metadata[CachedNetworkingLogKeys.uri] = "\(sample.prefix(10).joined(separator: " "))" }
-        logger.warning(
+        log.warning(
             "stored responses could not be invalidated after unsafe requests; they may be served until they expire",
             metadata: metadata)
     }
@@ -699,7 +734,7 @@ struct RequestContext: Sendable {
     let uri: String
     let policy: CachePolicy
     let directives: RequestCacheControl
-    /// The call's own transport (see ``CachedNetworking/run(_:body:policy:transport:)``); nil for the cache's.
+    /// The call's own transport (see ``CachedNetworking/run(_:body:policy:transport:logger:)``); nil for the cache's.
     let transport: (any HTTPTransport)?
 
     init(
@@ -838,12 +873,16 @@ struct BackgroundWork: Sendable {
 }
 
 extension CachedNetworking {
-    /// Runs `work` in the background, at most one at a time per `refreshKey`: as a child task of ``run()`` when the
+    /// Runs `job` in the background, at most one at a time per `refreshKey`: as a child task of ``run()`` when the
     /// cache runs as a service, else as a task the cache tracks. Nothing starts once the cache is shutting down.
-    /// - Returns: whether `work` was started (false when it already runs, or the cache is shutting down).
+    ///
+    /// `job` runs with the logger and trace context of the request that started it, captured here.
+    /// - Returns: whether `job` was started (false when it already runs, or the cache is shutting down).
     @discardableResult
-    func trackBackground(_ refreshKey: String, _ work: @escaping @Sendable () async -> Void) -> Bool {
+    func trackBackground(_ refreshKey: String, _ job: @escaping @Sendable () async -> Void) -> Bool {
         enum Start { case started, alreadyRunning, stopped }
+        let scope = RequestScope(tracing: tracing.tracer != nil)
+        let work: @Sendable () async -> Void = { await scope.run(job) }
         let start = background.withLock { state -> Start in
             if state.stopped { return .stopped }
             guard !state.refreshing.contains(refreshKey) else { return .alreadyRunning }
@@ -878,10 +917,10 @@ extension CachedNetworking {
         case .started:
             return true
         case .alreadyRunning:
-            logger.trace("background refresh already running", metadata: [CachedNetworkingLogKeys.key: "\(refreshKey)"])
+            log.trace("background refresh already running", metadata: [CachedNetworkingLogKeys.key: "\(refreshKey)"])
             return false
         case .stopped:
-            logger.debug("the cache is shutting down: no background refresh", metadata: [CachedNetworkingLogKeys.key: "\(refreshKey)"])
+            log.debug("the cache is shutting down: no background refresh", metadata: [CachedNetworkingLogKeys.key: "\(refreshKey)"])
             return false
         }
     }

@@ -2,7 +2,7 @@
 ///
 /// A struct over a private enum, so that new cases are not a breaking change; compare kinds with the static
 /// members (`error.kind == .transport`). Store failures never surface from
-/// ``CachedNetworking/run(_:body:policy:transport:)`` (the cache fails open); they surface only from explicit cache
+/// ``CachedNetworking/run(_:body:policy:transport:logger:)`` (the cache fails open); they surface only from explicit cache
 /// operations such as ``CachedNetworking/invalidateAll()``.
 public struct CachedNetworkingError: Error, Sendable, CustomStringConvertible {
     /// What went wrong, broadly.
@@ -30,6 +30,17 @@ public struct CachedNetworkingError: Error, Sendable, CustomStringConvertible {
             case .store: "store"
             case .cancelled: "cancelled"
             case .shutDown: "shut down"
+            }
+        }
+
+        /// The kind as one token (`invalid_request`, `shut_down`), for span attributes.
+        var token: String {
+            switch base {
+            case .invalidRequest: "invalid_request"
+            case .transport: "transport"
+            case .store: "store"
+            case .cancelled: "cancelled"
+            case .shutDown: "shut_down"
             }
         }
     }

@@ -1,5 +1,6 @@
 public import Foundation
 public import HTTPTypes
+public import Logging
 import NIOCore
 import Synchronization
 
@@ -169,7 +170,7 @@ public struct CachedValue<Value: Sendable>: Sendable {
 /// - **Invalidation.** ``invalidate()`` drops what the repository holds and, for a repository over a
 ///   ``CachedNetworking``, removes the stored responses of its request.
 public final class CachedRepository<Value: Sendable>: Sendable {
-    /// Fetches a response for a request (``CachedNetworking/run(_:body:policy:transport:)`` or a stand-in). Any error
+    /// Fetches a response for a request (``CachedNetworking/run(_:body:policy:transport:logger:)`` or a stand-in). Any error
     /// it throws fails the read with ``CachedRepositoryError/Kind/network``.
     public typealias Fetch = @Sendable (HTTPRequest, CachePolicy) async throws -> CachedResponse
     /// Decodes a body.
@@ -367,14 +368,30 @@ public final class CachedRepository<Value: Sendable>: Sendable {
     ///
     /// A value held within the ``lifetime`` answers at once (``CachedValueSource/held``); otherwise the source is
     /// asked, once for all the reads that wait for it.
-    /// - Parameter policy: How the HTTP cache is used (``CachedNetworking/run(_:body:policy:transport:)``); nil for the
-    ///   repository's (``CachePolicy/useProtocolCachePolicy``, or a `URLRequest`'s `cachePolicy`).
-    ///   ``CachePolicy/reloadIgnoringLocalCacheData`` and ``CachePolicy/reloadRevalidatingCacheData`` also pass
-    ///   over a held value. A repository over an async source has no stored response: the two reload policies
-    ///   fetch anew, the others answer with a held value when there is one and fetch otherwise.
+    /// - Parameters:
+    ///   - policy: How the HTTP cache is used (``CachedNetworking/run(_:body:policy:transport:logger:)``); nil for
+    ///     the repository's (``CachePolicy/useProtocolCachePolicy``, or a `URLRequest`'s `cachePolicy`).
+    ///     ``CachePolicy/reloadIgnoringLocalCacheData`` and ``CachePolicy/reloadRevalidatingCacheData`` also pass
+    ///     over a held value. A repository over an async source has no stored response: the two reload policies
+    ///     fetch anew, the others answer with a held value when there is one and fetch otherwise.
+    ///   - logger: Where the cache's lines about the request this read makes go (see
+    ///     ``CachedNetworking/run(_:body:policy:transport:logger:)``); nil for the cache's logger. A read that joins
+    ///     another read's fetch makes no request of its own: the lines of that fetch go to the other read's logger.
     /// - Throws: ``CachedRepositoryError`` when the request fails, the status is not 2xx, decoding fails, or the
     ///   async source throws.
-    public func read(policy: CachePolicy? = nil) async throws(CachedRepositoryError) -> CachedValue<Value> {
+    public func read(policy: CachePolicy? = nil, logger: Logger? = nil) async throws(CachedRepositoryError) -> CachedValue<Value> {
+        guard let logger else { return try await readValue(policy: policy) }
+        return try await RequestLogging.$logger.withValue(logger) { () async -> Result<CachedValue<Value>, CachedRepositoryError> in
+            do throws(CachedRepositoryError) {
+                return .success(try await readValue(policy: policy))
+            } catch {
+                return .failure(error)
+            }
+        }.get()
+    }
+
+    /// ``read(policy:logger:)`` in the current task's logging scope.
+    private func readValue(policy: CachePolicy?) async throws(CachedRepositoryError) -> CachedValue<Value> {
         let policy = policy ?? self.policy
         let reload = policy == .reloadIgnoringLocalCacheData || policy == .reloadRevalidatingCacheData
         let now = clock.uptime()
@@ -396,10 +413,10 @@ public final class CachedRepository<Value: Sendable>: Sendable {
         return CachedValue(value: obtained.value, source: obtained.source, age: obtained.age, cacheStatus: obtained.cacheStatus)
     }
 
-    /// The value: ``read(policy:)`` without the details.
-    /// - Throws: ``CachedRepositoryError`` as ``read(policy:)`` does.
-    public func value(policy: CachePolicy? = nil) async throws(CachedRepositoryError) -> Value {
-        try await read(policy: policy).value
+    /// The value: ``read(policy:logger:)`` without the details.
+    /// - Throws: ``CachedRepositoryError`` as ``read(policy:logger:)`` does.
+    public func value(policy: CachePolicy? = nil, logger: Logger? = nil) async throws(CachedRepositoryError) -> Value {
+        try await read(policy: policy, logger: logger).value
     }
 
     /// Drops what the repository holds and, for a repository over a ``CachedNetworking``, removes the stored

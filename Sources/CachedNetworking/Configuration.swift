@@ -1,5 +1,6 @@
 public import CoreMetrics
 public import HTTPTypes
+public import Tracing
 
 extension CachedNetworking {
     /// Settings of a ``CachedNetworking``.
@@ -43,6 +44,10 @@ extension CachedNetworking {
         public var metricsFactory: (any MetricsFactory)? = nil
         /// Dimensions added to every metric (for example the service's name).
         public var metricsDimensions: [(String, String)] = []
+        /// Where the cache's spans go (swift-distributed-tracing): nil for the tracer bootstrapped in
+        /// `InstrumentationSystem`, unless that is the no-op one. Read once, when the cache is made; without a
+        /// tracer the cache makes no spans at all.
+        public var tracer: (any Tracer)? = nil
         /// Bytes of entries read from or written to a network store (``RESPStore``, ``RESPClusterStore``) that
         /// this process keeps decoded beside their bytes, so that a read that brings back the same bytes skips
         /// decoding and checking them again. Every read still goes to the store, and bytes that differ from the

@@ -7,6 +7,7 @@ import HTTPCaching
 import HTTPTypes
 import NIOCore
 import Synchronization
+import Tracing
 
 /// An envelope decoded once, with what a hit needs worked out ahead: the response's reuse facts
 /// (``PreparedStoredResponse``) and its body version.
@@ -200,12 +201,14 @@ extension StoreAccess {
 
     /// ``getEnvelopeNow(_:rules:)`` for a key already hashed.
     func getEnvelopeNow(_ key: StoreKey, rules: CachingRules) -> StoreRead<EnvelopeRead>? {
+        guard let decodedStore else { return nil }
+        let span = tracing.startStoreCall("get", key: key.string)
+        defer { span?.end() }
         let found: (value: ByteBuffer, decoded: DecodedEnvelope?)?
         do throws(CacheStoreError) {
-            guard let decodedStore else { return nil }
             found = try decodedStore.getDecoded(key)
         } catch {
-            return settle("get", key.string, Result<EnvelopeRead, CacheStoreError>.failure(error))
+            return settle("get", key.string, Result<EnvelopeRead, CacheStoreError>.failure(error), span: span)
         }
         guard let found else { return .value(.missing) }
         if let decoded = found.decoded, decoded.response?.prepared.isPrepared(for: rules) ?? true {
@@ -225,13 +228,15 @@ extension StoreAccess {
             decodedReads?.remember(StoreKey(key), bytes: bytes, decoded: decoded)
             return true
         }
+        let span = tracing.startStoreCall("set", key: key)
+        defer { span?.end() }
         let result: Result<Void, CacheStoreError>
         do throws(CacheStoreError) {
             result = .success(try decodedStore.set(key, to: bytes, decoded: decoded, ttl: ttl))
         } catch {
             result = .failure(error)
         }
-        return settle("set", key, result).succeeded
+        return settle("set", key, result, span: span).succeeded
     }
 
     private static func decode(_ bytes: ByteBuffer, rules: CachingRules) -> EnvelopeRead {

@@ -37,7 +37,7 @@ public enum CachedNetworkingMetrics {
     /// tracking connection was lost: everything dropped).
     public static let nearCacheInvalidations = "cached_networking_near_cache_invalidations_total"
 
-    /// How long each ``CachedNetworking/run(_:body:policy:transport:)`` took, whatever answered it (a swift-metrics `Timer`,
+    /// How long each ``CachedNetworking/run(_:body:policy:transport:logger:)`` took, whatever answered it (a swift-metrics `Timer`,
     /// in nanoseconds).
     public static let runDuration = "cached_networking_run_duration"
     /// How long each store call took, by ``Dimension/operation`` (a `Timer`; calls that timed out count with

@@ -1,6 +1,7 @@
 import Logging
 import NIOCore
 import Synchronization
+import Tracing
 
 /// The store as the cache uses it: every call bounded by a timeout, every failure logged and counted and
 /// turned into "nothing" (fail-open), never into a failed request.
@@ -9,6 +10,8 @@ struct StoreAccess: Sendable {
     let timeout: Duration
     let metrics: CacheMetrics
     let logger: Logger
+    /// Where the `cached.store.<operation>` spans go.
+    let tracing: CacheTracing
     /// How the store's calls are bounded (``CacheStore/callStyle``, read once).
     let callStyle: CacheStoreCallStyle.Base
     /// The store as a ``DecodedEnvelopeStore``, when it keeps decoded envelopes.
@@ -19,11 +22,15 @@ struct StoreAccess: Sendable {
     /// Whether the store is failing, for the warning when an outage starts and the notice when it ends.
     let outage: StoreOutage
 
-    init(store: any CacheStore, timeout: Duration, metrics: CacheMetrics, logger: Logger, decodedEntryMemory: Int = 0) {
+    init(
+        store: any CacheStore, timeout: Duration, metrics: CacheMetrics, logger: Logger, tracing: CacheTracing,
+        decodedEntryMemory: Int = 0
+    ) {
         self.store = store
         self.timeout = timeout
         self.metrics = metrics
         self.logger = logger
+        self.tracing = tracing
         self.callStyle = store.callStyle.base
         let decodedStore = store as? any DecodedEnvelopeStore
         self.decodedStore = decodedStore
@@ -57,7 +64,8 @@ struct StoreAccess: Sendable {
         return await attempt("remove", keys[0]) { () async throws(CacheStoreError) in try await store.remove(keys) }.succeeded
     }
 
-    /// Runs `operation` with the timeout; failures are logged and counted.
+    /// Runs `operation` with the timeout, in a `cached.store.<operation>` span when tracing; failures are logged
+    /// and counted.
     func attempt<T: Sendable>(
         _ operation: String,
         _ key: String,
@@ -65,41 +73,55 @@ struct StoreAccess: Sendable {
     ) async -> StoreRead<T> {
         let start = ContinuousClock.now
         defer { metrics.storeCall(operation, since: start) }
-        let result: Result<T, CacheStoreError>
+        guard let span = tracing.startStoreCall(operation, key: key) else {
+            return settle(operation, key, await bounded(body))
+        }
+        defer { span.end() }
+        let result = await ServiceContext.withValue(span.context) { await bounded(body) }
+        return settle(operation, key, result, span: span)
+    }
+
+    /// `body`'s result, bounded by the timeout as ``callStyle`` asks.
+    private func bounded<T: Sendable>(
+        _ body: @escaping @Sendable () async throws(CacheStoreError) -> T
+    ) async -> Result<T, CacheStoreError> {
         switch callStyle {
         case .immediate:
             do throws(CacheStoreError) {
-                result = .success(try await body())
+                return .success(try await body())
             } catch {
-                result = .failure(error)
+                return .failure(error)
             }
         case .deadlineAware:
-            result = await CacheStoreDeadline.bounding(timeout, body)
+            return await CacheStoreDeadline.bounding(timeout, body)
         case .timedByCache:
-            result = await withStoreTimeout(timeout, body)
+            return await withStoreTimeout(timeout, body)
         }
-        return settle(operation, key, result)
     }
 
-    /// The result of a store call as a ``StoreRead``; a failure is logged and counted.
-    func settle<T: Sendable>(_ operation: String, _ key: String, _ result: Result<T, CacheStoreError>) -> StoreRead<T> {
+    /// The result of a store call as a ``StoreRead``; a failure is logged and counted, and recorded on `span`, the
+    /// call's span.
+    func settle<T: Sendable>(
+        _ operation: String, _ key: String, _ result: Result<T, CacheStoreError>, span: (any Span)? = nil
+    ) -> StoreRead<T> {
+        if let span, case .failure(let error) = result { CacheTracing.fail(span, error, type: "store") }
         switch result {
         case .success(let value):
-            if outage.isOngoing { outage.ended(logger: logger) }
+            if outage.isOngoing { outage.ended(logger: log) }
             return .value(value)
         case .failure(let error) where Task.isCancelled:
             // The request's task was cancelled: the call was given up, which says nothing of the store.
-            logger.trace("cache store call given up: the task was cancelled", metadata: [CachedNetworkingLogKeys.operation: "\(operation)"])
+            log.trace("cache store call given up: the task was cancelled", metadata: [CachedNetworkingLogKeys.operation: "\(operation)"])
             return .failed(error)
         case .failure(let error):
             if error.kind == .server {
                 // An error reply: the store is up (and refuses this call, as its own log says).
-                if outage.isOngoing { outage.ended(logger: logger) }
+                if outage.isOngoing { outage.ended(logger: log) }
             } else {
-                outage.failed(error, operation: operation, logger: logger)
+                outage.failed(error, operation: operation, logger: log)
             }
             metrics.storeError(operation)
-            logger.debug(
+            log.debug(
                 "cache store call failed; continuing without the store",
                 metadata: [
                     CachedNetworkingLogKeys.operation: "\(operation)",

@@ -18,7 +18,7 @@ public import OpenAPIRuntime
 /// ```
 ///
 /// Each request is made absolute (the client's server URL and the operation's path and query) and answered by
-/// ``CachedNetworking/run(_:body:policy:transport:)``: from storage when the cache holds a response it may use,
+/// ``CachedNetworking/run(_:body:policy:transport:logger:)``: from storage when the cache holds a response it may use,
 /// otherwise from the origin, with RFC 9111's rules for a shared cache. An unsafe request (POST, PUT, DELETE, …)
 /// goes to the origin and its success invalidates what is stored for its target. The cache reaches the origin
 /// through the rest of the client's middlewares and its transport, not through the cache's own transport.

@@ -4,7 +4,7 @@ import HTTPTypes
 import NIOCore
 import Testing
 
-/// `run(_:body:policy:transport:)`: a call's own transport, as integrations (the OpenAPI middleware) pass it.
+/// `run(_:body:policy:transport:logger:)`: a call's own transport, as integrations (the OpenAPI middleware) pass it.
 @Suite("a call's own transport")
 struct CallTransportTests {
     static let url = "https://api.example.com/items"

@@ -49,6 +49,7 @@ MODULES = {
     "CachedNetworkingTesting": ("CachedNetworkingTesting", "cached"),
     "ServiceLifecycle": ("ServiceLifecycle", "swift-service-lifecycle"),
     "Logging": ("Logging", "swift-log"),
+    "Tracing": ("Tracing", "swift-distributed-tracing"),
     "AsyncHTTPClient": ("AsyncHTTPClient", "async-http-client"),
     "NIOCore": ("NIOCore", "swift-nio"),
     "HTTPTypes": ("HTTPTypes", "swift-http-types"),
@@ -61,6 +62,7 @@ MODULES = {
 PACKAGES = {
     "swift-service-lifecycle": '.package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0")',
     "swift-log": '.package(url: "https://github.com/apple/swift-log.git", from: "1.16.2")',
+    "swift-distributed-tracing": '.package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3")',
     "async-http-client": '.package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0")',
     "swift-nio": '.package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2")',
     "swift-http-types": '.package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0")',

@@ -172,12 +172,22 @@ func timeUntilGone(
 
 /// A log handler that keeps messages at `minimumLevel` (warning unless told) and above, for assertions.
 final class CapturedLog: Sendable {
-    private let messages = Mutex<[String]>([])
+    /// A message, with the logger's metadata and its own.
+    struct Line: Sendable {
+        var level: Logger.Level
+        var message: String
+        var metadata: Logger.Metadata
+    }
+
+    private let messages = Mutex<[Line]>([])
     let minimumLevel: Logger.Level
 
     init(minimumLevel: Logger.Level = .warning) { self.minimumLevel = minimumLevel }
 
-    var warnings: [String] { messages.withLock { $0 } }
+    var lines: [Line] { messages.withLock { $0 } }
+
+    /// Each message as text: its level, the message and the metadata.
+    var warnings: [String] { lines.map { "\($0.level) \($0.message) \($0.metadata)" } }
 
     var logger: Logger {
         var logger = Logger(label: "test") { _ in Handler(log: self) }
@@ -198,7 +208,7 @@ final class CapturedLog: Sendable {
         func log(event: LogEvent) {
             guard event.level >= log.minimumLevel else { return }
             let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-            log.messages.withLock { $0.append("\(event.level) \(event.message) \(merged)") }
+            log.messages.withLock { $0.append(Line(level: event.level, message: "\(event.message)", metadata: merged)) }
         }
     }
 }

@@ -33,8 +33,8 @@ struct CacheTracing: Sendable {
 
     /// A `cached.store.<operation>` span for a call on `key`; nil when tracing is off.
     @inline(__always)
-    func startStoreCall(_ operation: String, key: @autoclosure () -> String) -> (any Span)? {
-        guard let span = start(CachedNetworkingSpans.storePrefix + operation) else { return nil }
+    func startStoreCall(_ operation: StoreOperation, key: @autoclosure () -> String) -> (any Span)? {
+        guard let span = start(CachedNetworkingSpans.storePrefix + operation.name) else { return nil }
         span.attributes[CachedNetworkingSpans.Attribute.storeKey] = key()
         return span
     }

@@ -308,7 +308,7 @@ public final class CachedNetworking: Sendable {
         }
         let targets = entryKeys(for: [uri], generation: generation)
         let store = self.store.store
-        let span = tracing.startStoreCall("remove", key: targets.first ?? "")
+        let span = tracing.startStoreCall(.remove, key: targets.first ?? "")
         defer { span?.end() }
         if case .failure(let error) = await withStoreTimeout(configuration.storeTimeout, { () async throws(CacheStoreError) in
             try await store.remove(targets)
@@ -326,7 +326,7 @@ public final class CachedNetworking: Sendable {
     public func invalidateAll() async throws(CachedNetworkingError) {
         let store = self.store.store
         let key = keys.generationKey
-        let span = tracing.startStoreCall("increment", key: key)
+        let span = tracing.startStoreCall(.increment, key: key)
         defer { span?.end() }
         switch await withStoreTimeout(configuration.storeTimeout, { () async throws(CacheStoreError) in
             try await store.increment(key)
@@ -335,7 +335,7 @@ public final class CachedNetworking: Sendable {
             generationCache.withLock { $0.record(value, readAt: ContinuousClock.now) }
         case .failure(let error):
             if let span { CacheTracing.fail(span, error, type: "store") }
-            metrics.storeError("increment")
+            metrics.storeError(.increment)
             throw CachedNetworkingError(.store, "cannot increment the generation", underlying: error)
         }
     }

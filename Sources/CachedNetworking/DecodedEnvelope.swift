@@ -202,13 +202,13 @@ extension StoreAccess {
     /// ``getEnvelopeNow(_:rules:)`` for a key already hashed.
     func getEnvelopeNow(_ key: StoreKey, rules: CachingRules) -> StoreRead<EnvelopeRead>? {
         guard let decodedStore else { return nil }
-        let span = tracing.startStoreCall("get", key: key.string)
+        let span = tracing.startStoreCall(.get, key: key.string)
         defer { span?.end() }
         let found: (value: ByteBuffer, decoded: DecodedEnvelope?)?
         do throws(CacheStoreError) {
             found = try decodedStore.getDecoded(key)
         } catch {
-            return settle("get", key.string, Result<EnvelopeRead, CacheStoreError>.failure(error), span: span)
+            return settle(.get, key.string, Result<EnvelopeRead, CacheStoreError>.failure(error), span: span)
         }
         guard let found else { return .value(.missing) }
         if let decoded = found.decoded, decoded.response?.prepared.isPrepared(for: rules) ?? true {
@@ -228,7 +228,7 @@ extension StoreAccess {
             decodedReads?.remember(StoreKey(key), bytes: bytes, decoded: decoded)
             return true
         }
-        let span = tracing.startStoreCall("set", key: key)
+        let span = tracing.startStoreCall(.set, key: key)
         defer { span?.end() }
         let result: Result<Void, CacheStoreError>
         do throws(CacheStoreError) {
@@ -236,7 +236,7 @@ extension StoreAccess {
         } catch {
             result = .failure(error)
         }
-        return settle("set", key, result, span: span).succeeded
+        return settle(.set, key, result, span: span).succeeded
     }
 
     private static func decode(_ bytes: ByteBuffer, rules: CachingRules) -> EnvelopeRead {

@@ -93,13 +93,14 @@ struct CacheMetrics: Sendable {
     private let revalidations: [String: Counter]
     private let staleServedCounters: [String: Counter]
     private let coalescedWaits: [String: Counter]
-    private let storeErrors: [String: Counter]
+    private let storeErrors: [Counter]
     private let originFetches: [String: Counter]
     private let cacheBytesCounter: Counter
     private let originBytesCounter: Counter
     let runDuration: Timer
     let originFetchDuration: Timer
-    private let storeCallDurations: [String: Timer]
+    /// By ``StoreOperation/rawValue``.
+    private let storeCallDurations: [Timer]
 
     init(factory: any MetricsFactory, namespace: String, extra: [(String, String)]) {
         let dimensions = [(Names.Dimension.namespace, namespace)] + extra
@@ -116,23 +117,23 @@ struct CacheMetrics: Sendable {
         revalidations = family(Names.revalidations, Names.Dimension.result, ["not_modified", "modified", "error"])
         staleServedCounters = family(Names.staleServed, Names.Dimension.reason, ["max_stale", "stale_while_revalidate", "stale_if_error", "policy"])
         coalescedWaits = family(Names.coalescedWaits, Names.Dimension.scope, ["process", "lease"])
-        storeErrors = family(Names.storeErrors, Names.Dimension.operation, Self.storeOperations)
+        storeErrors = StoreOperation.allCases.map {
+            Counter(label: Names.storeErrors, dimensions: dimensions + [(Names.Dimension.operation, $0.name)], factory: factory)
+        }
         originFetches = family(Names.originFetches, Names.Dimension.reason, ["miss", "validation", "refresh", "bypass", "unsafe_method", "reload"])
         let bytesCounters = family(Names.bytes, Names.Dimension.source, ["cache", "origin"])
         cacheBytesCounter = bytesCounters["cache"]!
         originBytesCounter = bytesCounters["origin"]!
         runDuration = Timer(label: Names.runDuration, dimensions: dimensions, factory: factory)
         originFetchDuration = Timer(label: Names.originFetchDuration, dimensions: dimensions, factory: factory)
-        storeCallDurations = Dictionary(uniqueKeysWithValues: Self.storeOperations.map {
-            ($0, Timer(label: Names.storeCallDuration, dimensions: dimensions + [(Names.Dimension.operation, $0)], factory: factory))
-        })
+        storeCallDurations = StoreOperation.allCases.map {
+            Timer(label: Names.storeCallDuration, dimensions: dimensions + [(Names.Dimension.operation, $0.name)], factory: factory)
+        }
     }
 
-    static let storeOperations = ["get", "set", "set_if_absent", "remove", "increment"]
-
     /// Records a store call of `operation` that started at `start`.
-    func storeCall(_ operation: String, since start: ContinuousClock.Instant) {
-        storeCallDurations[operation]?.recordNanoseconds(Self.nanoseconds(since: start))
+    func storeCall(_ operation: StoreOperation, since start: ContinuousClock.Instant) {
+        storeCallDurations[operation.rawValue].recordNanoseconds(Self.nanoseconds(since: start))
     }
 
     /// The nanoseconds from `start` to now.
@@ -144,7 +145,7 @@ struct CacheMetrics: Sendable {
     func revalidation(_ result: String) { revalidations[result]?.increment() }
     func staleServed(_ reason: String) { staleServedCounters[reason]?.increment() }
     func coalesced(_ scope: String) { coalescedWaits[scope]?.increment() }
-    func storeError(_ operation: String) { storeErrors[operation]?.increment() }
+    func storeError(_ operation: StoreOperation) { storeErrors[operation.rawValue].increment() }
     func originFetch(_ reason: String) { originFetches[reason]?.increment() }
     /// Body bytes delivered from storage.
     func cacheBytes(_ count: Int) {
@@ -155,4 +156,22 @@ struct CacheMetrics: Sendable {
     func originBytes(_ count: Int) {
         if count > 0 { originBytesCounter.increment(by: count) }
     }
+}
+
+/// The store calls the cache makes, as metrics, spans and log lines name them.
+enum StoreOperation: Int, CaseIterable, Sendable, CustomStringConvertible {
+    case get, set, setIfAbsent, remove, increment
+
+    /// The name in the `operation` dimension, the span's name and log lines.
+    var name: String {
+        switch self {
+        case .get: "get"
+        case .set: "set"
+        case .setIfAbsent: "set_if_absent"
+        case .remove: "remove"
+        case .increment: "increment"
+        }
+    }
+
+    var description: String { name }
 }

@@ -40,20 +40,20 @@ struct StoreAccess: Sendable {
 
     /// The value under `key`; `.failed` when the store failed or timed out.
     func get(_ key: String) async -> StoreRead<ByteBuffer?> {
-        await attempt("get", key) { () async throws(CacheStoreError) in try await store.get(key) }
+        await attempt(.get, key) { () async throws(CacheStoreError) in try await store.get(key) }
     }
 
     func get(_ keys: [String]) async -> StoreRead<[ByteBuffer?]> {
-        await attempt("get", keys.first ?? "") { () async throws(CacheStoreError) in try await store.get(keys) }
+        await attempt(.get, keys.first ?? "") { () async throws(CacheStoreError) in try await store.get(keys) }
     }
 
     @discardableResult
     func set(_ key: String, _ value: ByteBuffer, ttl: Duration?) async -> Bool {
-        await attempt("set", key) { () async throws(CacheStoreError) in try await store.set(key, to: value, ttl: ttl) }.succeeded
+        await attempt(.set, key) { () async throws(CacheStoreError) in try await store.set(key, to: value, ttl: ttl) }.succeeded
     }
 
     func setIfAbsent(_ key: String, _ value: ByteBuffer, ttl: Duration) async -> StoreRead<Bool> {
-        await attempt("set_if_absent", key) { () async throws(CacheStoreError) in
+        await attempt(.setIfAbsent, key) { () async throws(CacheStoreError) in
             try await store.setIfAbsent(key, to: value, ttl: ttl)
         }
     }
@@ -61,13 +61,13 @@ struct StoreAccess: Sendable {
     @discardableResult
     func remove(_ keys: [String]) async -> Bool {
         guard !keys.isEmpty else { return true }
-        return await attempt("remove", keys[0]) { () async throws(CacheStoreError) in try await store.remove(keys) }.succeeded
+        return await attempt(.remove, keys[0]) { () async throws(CacheStoreError) in try await store.remove(keys) }.succeeded
     }
 
     /// Runs `operation` with the timeout, in a `cached.store.<operation>` span when tracing; failures are logged
     /// and counted.
     func attempt<T: Sendable>(
-        _ operation: String,
+        _ operation: StoreOperation,
         _ key: String,
         _ body: @escaping @Sendable () async throws(CacheStoreError) -> T
     ) async -> StoreRead<T> {
@@ -102,7 +102,7 @@ struct StoreAccess: Sendable {
     /// The result of a store call as a ``StoreRead``; a failure is logged and counted, and recorded on `span`, the
     /// call's span.
     func settle<T: Sendable>(
-        _ operation: String, _ key: String, _ result: Result<T, CacheStoreError>, span: (any Span)? = nil
+        _ operation: StoreOperation, _ key: String, _ result: Result<T, CacheStoreError>, span: (any Span)? = nil
     ) -> StoreRead<T> {
         if let span, case .failure(let error) = result { CacheTracing.fail(span, error, type: "store") }
         switch result {
@@ -240,7 +240,7 @@ final class StoreOutage: Sendable {
 
     var isOngoing: Bool { ongoing.load(ordering: .relaxed) }
 
-    func failed(_ error: CacheStoreError, operation: String, logger: Logger) {
+    func failed(_ error: CacheStoreError, operation: StoreOperation, logger: Logger) {
         let now = ContinuousClock.now
         let warn = state.withLock { state -> Bool in
             state.failures += 1

@@ -25,7 +25,6 @@ import http.server
 import os
 import pathlib
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -88,8 +87,6 @@ def swift_blocks(doc):
 
 def extract():
     """Writes the package; returns {target: (kind, set of imports)}."""
-    if PACKAGE.exists():
-        shutil.rmtree(PACKAGE)
     manifest = None
     files = {}  # relative path -> text
     for doc in DOCS:
@@ -116,18 +113,14 @@ def extract():
         entry = targets.setdefault(name, {"tests": kind == "Tests", "main": False, "imports": set()})
         entry["main"] |= path.endswith("/main.swift") or "@main" in text
         entry["imports"] |= set(IMPORT.findall(text))
-        destination = PACKAGE / path
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        destination.write_text(text)
     # A sample that uses the OpenAPI middleware calls a client that swift-openapi-generator made: this package's
     # test client (Tests/CachedNetworkingOpenAPITests/Generated) stands in for the reader's own.
-    for name, entry in targets.items():
+    for name, entry in list(targets.items()):
         if "CachedNetworkingOpenAPI" in entry["imports"]:
-            folder = PACKAGE / ("Tests" if entry["tests"] else "Sources") / name / "Generated"
-            folder.mkdir(parents=True, exist_ok=True)
+            folder = ("Tests" if entry["tests"] else "Sources") + f"/{name}/Generated"
             for generated in sorted(GENERATED_CLIENT.glob("*.swift")):
-                shutil.copy(generated, folder / generated.name)
-                entry["imports"] |= set(IMPORT.findall(generated.read_text()))
+                files[f"{folder}/{generated.name}"] = generated.read_text()
+                entry["imports"] |= set(IMPORT.findall(files[f"{folder}/{generated.name}"]))
     declared = set(re.findall(r'(?:Target|target|testTarget)\(\s*name:\s*"([^"]+)"', manifest))
     additions, packages = [], set()
     for name, entry in sorted(targets.items()):
@@ -152,13 +145,35 @@ def extract():
         extra += "package.dependencies += [\n" + "".join(f"    {PACKAGES[p]},\n" for p in sorted(packages)) + "]\n"
     if additions:
         extra += "package.targets += [\n" + "\n".join(additions) + "\n]\n"
-    (PACKAGE / "Package.swift").write_text(manifest + extra)
+    files["Package.swift"] = manifest + extra
+    synchronize(PACKAGE, files)
     # The manifest names this package as `../cached`, as for a service checked out beside it.
     link = WORK / "cached"
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    link.symlink_to(ROOT)
+    if not (link.is_symlink() and link.resolve() == ROOT):
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(ROOT)
     return targets
+
+
+def synchronize(folder, files):
+    """Makes `folder` hold exactly `files` ({relative path: text}), writing only what changed: a build of the
+    package that is running (CI starts one early) is not disturbed by a check that writes the same package."""
+    for path, text in files.items():
+        destination = folder / path
+        if destination.is_file() and destination.read_text() == text:
+            continue
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_text(text)
+    for existing in sorted(folder.rglob("*"), reverse=True):
+        relative = existing.relative_to(folder).as_posix()
+        # What SwiftPM keeps in the package (Package.resolved, .swiftpm) stays.
+        if relative == "Package.resolved" or relative.startswith("."):
+            continue
+        if existing.is_file() and relative not in files:
+            existing.unlink()
+        elif existing.is_dir() and not any(existing.iterdir()):
+            existing.rmdir()
 
 
 def swift(*arguments, scratch, environment=None, timeout=3600):

@@ -1,5 +1,5 @@
-public import HTTPTypes
-public import Tracing
+import HTTPTypes
+import Tracing
 
 /// The spans a ``CachedNetworking`` makes through swift-distributed-tracing: `cached.run` around each
 /// ``CachedNetworking/run(_:body:policy:transport:logger:)``, with a child `cached.store.<operation>` around each

@@ -170,10 +170,28 @@ public final class CachedNetworking: Sendable {
         policy: CachePolicy,
         transport: (any HTTPTransport)?
     ) async throws(CachedNetworkingError) -> CachedResponse {
+        let response = try await respond(request, body: body, policy: policy, transport: transport)
+        log.debug(
+            "answered",
+            metadata: [
+                CachedNetworkingLogKeys.method: "\(request.method)",
+                CachedNetworkingLogKeys.uri: "\(request.scheme ?? "")://\(request.authority ?? "")\(request.path ?? "")",
+                CachedNetworkingLogKeys.cacheStatus: "\(response.cacheStatus.headerValue)",
+            ])
+        return response
+    }
+
+    /// The answer to `request`.
+    private func respond(
+        _ request: HTTPRequest,
+        body: ByteBuffer?,
+        policy: CachePolicy,
+        transport: (any HTTPTransport)?
+    ) async throws(CachedNetworkingError) -> CachedResponse {
         guard let target = RequestTarget(request) else {
             throw CachedNetworkingError(.invalidRequest, "the request has no scheme or authority")
         }
-        if Task.isCancelled { throw CachedNetworkingError(.cancelled, "cancelled before start") }
+        if Task.isCancelled { throw CachedNetworkingError(.cancelled, "the task was cancelled before the request started") }
         if !configuration.rules.cacheableMethods.contains(target.method) {
             return try await forwardUncached(
                 request, body: body, uri: target.normalizedURI, reason: .method, through: transport)
@@ -540,10 +558,6 @@ public final class CachedNetworking: Sendable {
         status: CacheStatus,
         entry: CachedResponse.EntryIdentity?
     ) -> CachedResponse {
-        log.debug(
-            "answered",
-            metadata: [CachedNetworkingLogKeys.cacheStatus: "\(status.headerValue)"]
-        )
         return CachedResponse(response: response, body: body, source: source, cacheStatus: status, entry: entry)
     }
 
@@ -582,7 +596,6 @@ public final class CachedNetworking: Sendable {
         let head = found.stored.servedHit(
             age: age, timeToLive: decision.timeToLive, omitting: omitted, source: source,
             cacheName: configuration.cacheName, key: found.key)
-        log.debug("answered", metadata: [CachedNetworkingLogKeys.cacheStatus: "\(head.cacheStatus.headerValue)"])
         return CachedResponse(head: head, body: body)
     }
 
@@ -629,7 +642,7 @@ public final class CachedNetworking: Sendable {
         } catch let error as CachedNetworkingError {
             throw error
         } catch {
-            if Task.isCancelled { throw CachedNetworkingError(.cancelled, "cancelled", underlying: error) }
+            if Task.isCancelled { throw CachedNetworkingError(.cancelled, "the task was cancelled during the origin fetch", underlying: error) }
             throw CachedNetworkingError(.transport, "\(error)", underlying: error)
         }
     }

@@ -62,7 +62,7 @@ public struct CachedRepositoryError: Error, Sendable, CustomStringConvertible {
         if let error = error as? CachedNetworkingError {
             networkError = error
         } else if error is CancellationError {
-            networkError = CachedNetworkingError(.cancelled, "cancelled", underlying: error)
+            networkError = CachedNetworkingError(.cancelled, "the task was cancelled during the fetch", underlying: error)
         } else {
             networkError = CachedNetworkingError(.transport, "\(error)", underlying: error)
         }

@@ -67,8 +67,10 @@ public enum CachedNetworkingMetrics {
 public enum CachedNetworkingLogKeys {
     /// The store key concerned.
     public static let key = "cached.key"
-    /// The normalized request URI.
+    /// The request URI.
     public static let uri = "cached.uri"
+    /// The request method.
+    public static let method = "cached.method"
     /// The store operation that failed.
     public static let operation = "cached.store.operation"
     /// The error.

@@ -117,6 +117,9 @@ struct StoreAccess: Sendable {
             if error.kind == .server {
                 // An error reply: the store is up (and refuses this call, as its own log says).
                 if outage.isOngoing { outage.ended(logger: log) }
+            } else if error.kind == .closed {
+                // The store was shut down (as a ServiceGroup does when its shutdown runs out of time, while the
+                // cache still releases a lease): the owner's decision, not an outage to warn about.
             } else {
                 outage.failed(error, operation: operation, logger: log)
             }

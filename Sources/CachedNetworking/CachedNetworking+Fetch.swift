@@ -164,7 +164,8 @@ extension CachedNetworking {
         existing: FoundEntry? = nil,
         storedAt: Date? = nil
     ) async -> (entry: CachedResponse.EntryIdentity?, shareable: Bool) {
-        let cleaned = HTTPResponse(status: answer.response.status, headerFields: HopByHop.removing(from: answer.response.headerFields))
+        // `answer` came through `send`, which removed hop-by-hop fields (or is a stored response merged with a 304).
+        let cleaned = answer.response
         // The response's `Cache-Control`, parsed once: for the decision here and for the prepared entry below.
         let responseDirectives = ResponseCacheControl(cleaned.headerFields)
         let decision = StorageDecision.evaluate(
@@ -204,7 +205,7 @@ extension CachedNetworking {
         let directives = prepared.directives
         let remaining = max(0, lifetime - initialAge)
         let staleWindows = max(directives.staleWhileRevalidate ?? 0, directives.staleIfError ?? 0)
-        let hasValidator = cleaned.headerFields[.eTag] != nil || cleaned.headerFields[.lastModified] != nil
+        let hasValidator = Validation.hasValidator(cleaned.headerFields)
         // A response that is already stale, cannot be validated and has no stale window is of no use.
         guard remaining > 0 || staleWindows > 0 || hasValidator else { return (nil, true) }
         let ttlSeconds = remaining + staleWindows + Int(configuration.staleRetention.components.seconds)

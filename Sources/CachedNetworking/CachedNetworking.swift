@@ -633,9 +633,15 @@ public final class CachedNetworking: Sendable {
             var response = try await (callTransport ?? transport).send(request, body: body)
             metrics.originBytes(response.body.readableBytes)
             let responseTime = now()
+            // Hop-by-hop fields concern the connection to the origin only: removed here, once, from every origin
+            // response, so that neither what is stored nor what the caller is handed on a miss, a validation or
+            // a forwarded request carries them (RFC 9110 §7.6.1).
+            response.response.headerFields = HopByHop.removing(from: response.response.headerFields)
             // A response without Date gets the time it was received, as RFC 9110 §6.6.1 asks of a recipient that
-            // caches or forwards it.
-            if response.response.headerFields[.date] == nil {
+            // caches or forwards it; so does one whose Date is not an HTTP date, which the same section allows a
+            // recipient with a clock to replace (the age and freshness then count from the receive time, as
+            // they would without Date).
+            if response.response.headerFields[.date].flatMap({ HTTPDate.parse($0, relativeTo: responseTime) }) == nil {
                 response.response.headerFields[.date] = HTTPDate.format(responseTime)
             }
             return (response, requestTime, responseTime)

@@ -42,8 +42,9 @@ public struct CacheDirective: Sendable, Hashable {
         return directives
     }
 
-    /// Splits a comma-separated list, keeping commas inside quoted strings.
-    static func splitList(_ value: String) -> [Substring] {
+    /// Splits a comma-separated list (or a list of parameters, with `separator` `;`), keeping separators inside
+    /// quoted strings.
+    static func splitList(_ value: String, separator: Character = ",") -> [Substring] {
         var elements: [Substring] = []
         var start = value.startIndex
         var index = value.startIndex
@@ -57,7 +58,7 @@ public struct CacheDirective: Sendable, Hashable {
                 escaped = true
             } else if character == "\"" {
                 inQuotes.toggle()
-            } else if character == "," && !inQuotes {
+            } else if character == separator && !inQuotes {
                 elements.append(value[start..<index])
                 start = value.index(after: index)
             }

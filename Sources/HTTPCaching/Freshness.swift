@@ -75,18 +75,22 @@ public struct FreshnessLifetime: Sendable, Hashable {
     ) -> FreshnessLifetime {
         if let shared = directives.sharedMaxAge { return FreshnessLifetime(seconds: shared, source: .sharedMaxAge) }
         if let maxAge = directives.maxAge { return FreshnessLifetime(seconds: maxAge, source: .maxAge) }
-        let date = response.headerFields[.date].flatMap(HTTPDate.parse) ?? responseTime
+        let date = response.headerFields[.date].flatMap { HTTPDate.parse($0, relativeTo: responseTime) } ?? responseTime
         let expiresValues = response.headerFields[values: .expires]
         if !expiresValues.isEmpty {
-            // More than one Expires, or an invalid one, is read as already expired.
-            guard expiresValues.count == 1, let expires = HTTPDate.parse(expiresValues[0]) else {
+            // More than one Expires, or one that is not an HTTP date (RFC 9110 §5.6.7: another zone than GMT, a
+            // two-digit year outside the RFC 850 form, `0`, ...), is a time in the past (RFC 9111 §5.3): the
+            // response is stale, and no heuristic applies.
+            guard expiresValues.count == 1, let expires = HTTPDate.parse(expiresValues[0], relativeTo: responseTime) else {
                 return FreshnessLifetime(seconds: 0, source: .expires)
             }
             return FreshnessLifetime(seconds: clampedSeconds(expires.timeIntervalSince(date)), source: .expires)
         }
         let heuristicAllowed =
             directives.public || heuristicallyCacheableStatusCodes.contains(response.status.code)
-        if heuristicAllowed, let lastModified = response.headerFields[.lastModified].flatMap(HTTPDate.parse) {
+        if heuristicAllowed,
+            let lastModified = response.headerFields[.lastModified].flatMap({ HTTPDate.parse($0, relativeTo: responseTime) })
+        {
             let since = date.timeIntervalSince(lastModified)
             let seconds = min(clampedSeconds(since * rules.heuristicFraction), rules.heuristicLimit)
             return FreshnessLifetime(seconds: seconds, source: .heuristic)
@@ -117,14 +121,31 @@ public struct AgeCalculation: Sendable, Hashable {
     ///   - responseTime: When the response was received.
     ///   - now: The current time.
     public init(headerFields: HTTPFields, requestTime: Date, responseTime: Date, now: Date) {
-        let ageValue = headerFields[values: .age].first.flatMap { parseDeltaSeconds($0.trimmingOWS()) } ?? 0
-        let dateValue = headerFields[.date].flatMap(HTTPDate.parse) ?? responseTime
+        let ageValue = Self.ageValue(headerFields) ?? 0
+        let dateValue = headerFields[.date].flatMap { HTTPDate.parse($0, relativeTo: responseTime) } ?? responseTime
         apparentAge = clampedSeconds(responseTime.timeIntervalSince(dateValue))
         responseDelay = clampedSeconds(responseTime.timeIntervalSince(requestTime))
         correctedAgeValue = min(ageValue + responseDelay, maximumDeltaSeconds)
         correctedInitialAge = max(apparentAge, correctedAgeValue)
         residentTime = clampedSeconds(now.timeIntervalSince(responseTime))
         currentAge = min(correctedInitialAge + residentTime, maximumDeltaSeconds)
+    }
+
+    /// The `Age` of `headerFields` in seconds (RFC 9111 §5.1), nil when there is none or it is invalid.
+    ///
+    /// `Age` is a singleton field, but intermediaries that append instead of replacing make a list of it
+    /// (`Age: 7200, 0`, or several field lines): the first member is used and the others discarded. A value that
+    /// is not delta-seconds (`-5`, `1.5`, `soon`) is ignored, as the RFC says a cache should.
+    static func ageValue(_ headerFields: HTTPFields) -> Int? {
+        for line in headerFields[values: .age] {
+            for member in line.split(separator: ",", omittingEmptySubsequences: false) {
+                let trimmed = member.trimmingOWS()
+                // Empty list elements are no members (RFC 9110 §5.6.1).
+                if trimmed.isEmpty { continue }
+                return parseDeltaSeconds(trimmed)
+            }
+        }
+        return nil
     }
 
     /// The `Age` header field value for a response served at this age.

@@ -17,6 +17,9 @@ public enum Validation {
 
     /// The request that validates `stored` (RFC 9111 §4.3.1): `request` with `If-None-Match` carrying the
     /// stored `ETag` and `If-Modified-Since` carrying the stored `Last-Modified`.
+    ///
+    /// A `Last-Modified` that is not an HTTP date (RFC 9110 §5.6.7) is no validator: the origin must ignore an
+    /// `If-Modified-Since` that is not a valid date (RFC 9110 §13.1.3), so none is sent.
     /// - Parameters:
     ///   - request: The client's request.
     ///   - stored: The stored response's header fields.
@@ -24,7 +27,7 @@ public enum Validation {
     ///   request can refresh it).
     public static func conditionalRequest(for request: HTTPRequest, stored: HTTPFields) -> HTTPRequest? {
         let etags = stored[values: .eTag]
-        let lastModified = stored[.lastModified]
+        let lastModified = validLastModified(stored)
         guard !etags.isEmpty || lastModified != nil else { return nil }
         var conditional = request
         for name in conditionalRequestFields { conditional.headerFields[name] = nil }
@@ -48,11 +51,26 @@ public enum Validation {
             return etag == storedTag
         }
         if let lastModified = notModified[.lastModified] {
-            guard let storedLastModified = stored[.lastModified] else { return false }
-            return HTTPDate.parse(lastModified) == HTTPDate.parse(storedLastModified)
+            // Two values that are not dates are not the same date.
+            guard let storedLastModified = stored[.lastModified], let modified = HTTPDate.parse(lastModified),
+                let storedModified = HTTPDate.parse(storedLastModified)
+            else { return false }
+            return modified == storedModified
         }
         // No validator in the 304: the conditional request was made for exactly one stored response.
         return true
+    }
+
+    /// Whether the stored response can be validated at all: it has an `ETag`, or a `Last-Modified` that is an
+    /// HTTP date.
+    public static func hasValidator(_ stored: HTTPFields) -> Bool {
+        stored[.eTag] != nil || validLastModified(stored) != nil
+    }
+
+    /// The stored `Last-Modified` when it is an HTTP date.
+    private static func validLastModified(_ stored: HTTPFields) -> String? {
+        guard let lastModified = stored[.lastModified], HTTPDate.parse(lastModified) != nil else { return nil }
+        return lastModified
     }
 
     private static func weakTag(_ tag: Substring) -> Substring {
@@ -97,11 +115,14 @@ public enum HopByHop {
             || connectionOptions.contains(canonical)
     }
 
-    /// `fields` without hop-by-hop fields.
+    /// `fields` without hop-by-hop fields: what a cache stores, and what it hands on, whether it answers from
+    /// storage or from the origin (RFC 9110 §7.6.1). `fields` itself, not a copy, when it has none (the common
+    /// case).
     public static func removing(from fields: HTTPFields) -> HTTPFields {
         let options = Set(
             fields[values: .connection].flatMap { $0.split(separator: ",") }.map { $0.trimmingOWS().lowercased() }
         )
+        guard fields.contains(where: { isHopByHop($0.name, connectionOptions: options) }) else { return fields }
         var result = HTTPFields()
         result.reserveCapacity(fields.count)
         for field in fields where !isHopByHop(field.name, connectionOptions: options) {

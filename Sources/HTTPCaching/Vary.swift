@@ -34,15 +34,16 @@ public struct Vary: Sendable, Hashable {
     /// The normalized values of the nominated fields in `requestFields`, one per name in ``fieldNames`` order;
     /// nil where the request lacks the field (which differs from an empty value).
     ///
-    /// Normalization combines field lines, trims whitespace around list elements, collapses runs of
-    /// whitespace, and lowercases fields whose values are case-insensitive (`Accept-Encoding`,
-    /// `Accept-Charset`, `Accept-Language`).
+    /// Normalization (see ``VaryNormalization``) combines field lines into one list, trims whitespace around list
+    /// members, collapses runs of whitespace, lowercases fields whose values are case-insensitive
+    /// (`Accept-Encoding`, `Accept-Charset`, `Accept-Language`, and `Accept`'s media types), writes weights one
+    /// way and orders weighted members by weight.
     public func selectingValues(from requestFields: HTTPFields) -> [String?] {
         fieldNames.map { name in
             guard let fieldName = HTTPField.Name(name) else { return nil }
             let values = requestFields[values: fieldName]
             guard !values.isEmpty else { return nil }
-            return Vary.normalize(values, caseInsensitive: Vary.caseInsensitiveFields.contains(name))
+            return VaryNormalization.normalize(values, field: name)
         }
     }
 
@@ -57,18 +58,5 @@ public struct Vary: Sendable, Hashable {
     public func secondaryKey(values: [String?]) -> String {
         zip(fieldNames, values).map { name, value in value.map { "\(name)=\($0)" } ?? name }
             .joined(separator: "\n")
-    }
-
-    static let caseInsensitiveFields: Set<String> = ["accept-encoding", "accept-charset", "accept-language"]
-
-    static func normalize(_ values: [String], caseInsensitive: Bool) -> String {
-        var elements: [String] = []
-        for value in values {
-            for element in CacheDirective.splitList(value) {
-                let collapsed = element.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " ")
-                if !collapsed.isEmpty { elements.append(caseInsensitive ? collapsed.lowercased() : collapsed) }
-            }
-        }
-        return elements.joined(separator: ",")
     }
 }

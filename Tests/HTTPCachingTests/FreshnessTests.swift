@@ -39,6 +39,46 @@ struct FreshnessTests {
         #expect(lifetime(response(200, [("Expires", value), ("Last-Modified", HTTPDate.format(at(-10_000)))])) == FreshnessLifetime(seconds: 0, source: .expires))
     }
 
+    @Test("RFC 9111 §5.3: an Expires in a zone other than GMT is invalid, so the response is stale")
+    func expiresInAnotherZone() {
+        // Before: read leniently as 2050, fresh for 26 years.
+        let value = lifetime(response(200, [("Expires", "Thu, 18 Aug 2050 02:01:18 UTC"), ("Date", date)]))
+        #expect(value == FreshnessLifetime(seconds: 0, source: .expires))
+    }
+
+    @Test("RFC 9111 §5.3: an Expires that is not an HTTP-date is a time in the past, and no heuristic applies",
+        arguments: [
+            "Thu, 18 Aug 50 02:01:18 GMT",  // two-digit year in IMF-fixdate
+            "Thu 18 Aug 2050 02:01:18 GMT",  // no comma
+            "Thu,  18 Aug 2050 02:01:18 GMT",  // doubled space
+            "Thu, 18-Aug-2050 02:01:18 GMT",  // dashes in IMF-fixdate
+            "Thu, 18 Aug 2050 02:01:18 +0000",
+            "Thursday, 18 Aug 2050 02:01:18 GMT",
+        ])
+    func malformedExpires(value: String) {
+        let stale = lifetime(response(200, [("Expires", value), ("Date", date), ("Last-Modified", HTTPDate.format(at(-100_000)))]))
+        #expect(stale == FreshnessLifetime(seconds: 0, source: .expires))
+    }
+
+    @Test("RFC 9111 §5.3: Expires in each of RFC 9110's three forms gives the same lifetime", arguments: [
+        "Mon, 01 Jan 2024 00:10:00 GMT", "Monday, 01-Jan-24 00:10:00 GMT", "Mon Jan  1 00:10:00 2024",
+    ])
+    func expiresForms(value: String) {
+        #expect(lifetime(response(200, [("Expires", value), ("Date", date)])) == FreshnessLifetime(seconds: 600, source: .expires))
+    }
+
+    @Test("RFC 9110 §6.6.1: a Date that is not an HTTP-date counts as the response time")
+    func invalidDate() {
+        let value = lifetime(response(200, [("Expires", HTTPDate.format(at(300))), ("Date", "Mon, 01 Jan 2024 00:00:00 UTC")]))
+        #expect(value == FreshnessLifetime(seconds: 300, source: .expires))
+    }
+
+    @Test("RFC 9111 §4.2.2: a Last-Modified that is not an HTTP-date gives no heuristic lifetime")
+    func invalidLastModified() {
+        let value = lifetime(response(200, [("Date", date), ("Last-Modified", "Sun, 01 Oct 23 00:00:00 GMT")]))
+        #expect(value == FreshnessLifetime(seconds: 0, source: .none))
+    }
+
     @Test("Expires in the past gives zero")
     func pastExpires() {
         #expect(lifetime(response(200, [("Expires", HTTPDate.format(at(-50))), ("Date", date)])).seconds == 0)
@@ -113,6 +153,24 @@ struct FreshnessTests {
     func invalidAge() {
         let age = AgeCalculation(headerFields: fields([("Date", date), ("Age", "-3")]), requestTime: epoch, responseTime: epoch, now: at(1))
         #expect(age.currentAge == 1)
+    }
+
+    @Test("RFC 9111 §5.1: a list-valued Age uses its first member", arguments: [
+        [("Age", "7200, 0")], [("Age", "7200,0")], [("Age", " , 7200, 0")], [("Age", "7200"), ("Age", "0")],
+    ])
+    func listAge(pairs: [(String, String)]) {
+        let age = AgeCalculation(headerFields: fields([("Date", date)] + pairs), requestTime: epoch, responseTime: epoch, now: at(10))
+        #expect(age.correctedAgeValue == 7200)
+        #expect(age.currentAge == 7210)
+    }
+
+    @Test("RFC 9111 §5.1: an Age that is not delta-seconds is ignored", arguments: [
+        "-5", "1.5", "soon", "0x10", "", "5 s", "abc, 7200", "+5",
+    ])
+    func invalidAgeValues(value: String) {
+        let age = AgeCalculation(headerFields: fields([("Date", date), ("Age", value)]), requestTime: epoch, responseTime: epoch, now: at(10))
+        #expect(age.correctedAgeValue == 0)
+        #expect(age.currentAge == 10)
     }
 
     @Test("the Age header value is the current age in whole seconds")

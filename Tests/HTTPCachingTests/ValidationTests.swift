@@ -75,6 +75,22 @@ struct ValidationTests {
         #expect(!Validation.notModified(fields([("Last-Modified", "Mon, 07 Nov 1994 08:49:37 GMT")]), selects: fields([("Last-Modified", lastModified)])))
     }
 
+    @Test("RFC 9110 §13.1.3: a Last-Modified that is not an HTTP-date is not sent as If-Modified-Since")
+    func invalidLastModifiedIsNoValidator() {
+        let stored = fields([("Last-Modified", "Sun, 06 Nov 1994 08:49:37 UTC")])
+        #expect(Validation.conditionalRequest(for: request(), stored: stored) == nil)
+        #expect(!Validation.hasValidator(stored))
+        let withTag = Validation.conditionalRequest(for: request(), stored: stored + fields([("ETag", "\"1\"")]))
+        #expect(withTag?.headerFields[.ifNoneMatch] == "\"1\"")
+        #expect(withTag?.headerFields[.ifModifiedSince] == nil)
+    }
+
+    @Test("RFC 9111 §4.3.4: two Last-Modified values that are not dates do not select each other")
+    func invalidLastModifiedSelectsNothing() {
+        #expect(!Validation.notModified(fields([("Last-Modified", "yesterday")]), selects: fields([("Last-Modified", "today")])))
+        #expect(!Validation.notModified(fields([("Last-Modified", "yesterday")]), selects: fields([("Last-Modified", "yesterday")])))
+    }
+
     @Test("a 304 without validators selects the one response validated")
     func selectWithoutValidators() {
         #expect(Validation.notModified(fields([("Date", "x")]), selects: fields([("ETag", "\"1\"")])))
@@ -89,5 +105,11 @@ struct ValidationTests {
         ])
         let kept = HopByHop.removing(from: input)
         #expect(kept.map(\.name.canonicalName) == ["content-type"])
+    }
+
+    @Test("fields without hop-by-hop fields come back as they are")
+    func noHopByHop() {
+        let input = fields([("Content-Type", "text/plain"), ("ETag", "\"1\""), ("X-Connection", "close")])
+        #expect(HopByHop.removing(from: input) == input)
     }
 }

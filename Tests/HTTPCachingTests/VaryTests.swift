@@ -1,6 +1,7 @@
-import HTTPCaching
 import HTTPTypes
 import Testing
+
+@testable import HTTPCaching
 
 @Suite("Vary")
 struct VaryTests {
@@ -45,7 +46,78 @@ struct VaryTests {
         let spaced = vary.selectingValues(from: fields([("Accept-Encoding", "GZIP ,  br"), ("Accept", "text/html,  application/JSON")]))
         let split = vary.selectingValues(from: fields([("Accept-Encoding", "gzip"), ("Accept-Encoding", "br"), ("Accept", "text/html, application/JSON")]))
         #expect(spaced == split)
-        #expect(spaced == ["text/html,application/JSON", "gzip,br"])
+        #expect(spaced == ["text/html,application/json", "br,gzip"])
+    }
+
+    /// The normalized value of `name` in a request with `lines` of it.
+    func normalized(_ name: String, _ lines: [String]) -> String? {
+        Vary(fieldNames: [name]).selectingValues(from: fields(lines.map { (name, $0) }))[0]
+    }
+
+    @Test("RFC 9111 §4.1: values that differ only where the field's semantics allow select the same variant",
+        arguments: [
+            // Whitespace around list separators and at the ends; several field lines as one list.
+            ("Accept-Encoding", ["gzip, br"], ["gzip,br"]),
+            ("Accept-Encoding", ["gzip", "br"], [" gzip ,\tbr "]),
+            ("Accept", ["text/html, application/json"], ["text/html", "application/json"]),
+            ("X-Custom", ["a,  b"], ["a", "b"]),
+            // Case of case-insensitive tokens.
+            ("Accept-Language", ["EN-us"], ["en-US"]),
+            ("Accept-Charset", ["UTF-8"], ["utf-8"]),
+            ("Accept", ["Text/HTML"], ["text/html"]),
+            // Weights: whitespace, case of the parameter, one spelling, the default q=1 left out.
+            ("Accept-Encoding", ["gzip;q=0.5"], ["gzip ; Q=0.500"]),
+            ("Accept-Language", ["en;q=1.0"], ["en"]),
+            ("Accept", ["text/html;level=1;q=1"], ["text/html; LEVEL=1"]),
+            // Members in order of weight, whatever order they came in.
+            ("Accept-Language", ["fr;q=0.5, en"], ["en, fr;q=0.5"]),
+            ("Accept", ["application/json;q=0.9, text/html"], ["text/html, application/json;q=0.9"]),
+            // Accept-Encoding's members are a set: order carries no meaning (RFC 9110 §12.5.3).
+            ("Accept-Encoding", ["br, gzip"], ["gzip, br"]),
+            ("Accept-Encoding", ["deflate;q=0.5, br, gzip"], ["gzip", "br", "deflate;q=0.5"]),
+        ])
+    func equivalent(name: String, left: [String], right: [String]) {
+        #expect(normalized(name, left) == normalized(name, right), "\(left) \(right)")
+    }
+
+    @Test("RFC 9111 §4.1: values whose meaning may differ select different variants", arguments: [
+        // Equal weights in Accept-Language may be read in order of preference (RFC 9110 §12.5.4).
+        ("Accept-Language", ["en, fr"], ["fr, en"]),
+        ("Accept-Language", ["en;q=0.8, fr;q=0.8"], ["fr;q=0.8, en;q=0.8"]),
+        ("Accept", ["text/html, application/json"], ["application/json, text/html"]),
+        // Different weights, values and parameter values.
+        ("Accept-Encoding", ["gzip;q=0.5"], ["gzip;q=0.6"]),
+        ("Accept-Encoding", ["gzip"], ["br"]),
+        ("Accept", ["text/html;charset=UTF-8"], ["text/html;charset=utf-8"]),
+        ("X-Custom", ["Value"], ["value"]),
+        // A weight that is not a qvalue leaves the order alone.
+        ("Accept-Language", ["fr;q=0.5, en;q=2"], ["en;q=2, fr;q=0.5"]),
+    ])
+    func different(name: String, left: [String], right: [String]) {
+        #expect(normalized(name, left) != normalized(name, right), "\(left) \(right)")
+    }
+
+    @Test("the canonical forms, as stored with a variant and hashed into its key")
+    func canonicalForms() {
+        #expect(normalized("Accept-Encoding", ["GZIP;Q=0.50, br, identity;q=0"]) == "br,gzip;q=0.5,identity;q=0")
+        #expect(normalized("Accept-Language", ["fr-CH, fr;q=0.9, en;q=0.8, de;q=0.7, *;q=0.5"])
+            == "fr-ch,fr;q=0.9,en;q=0.8,de;q=0.7,*;q=0.5")
+        #expect(normalized("Accept", ["text/html;q=0.8, Application/XHTML+XML"]) == "application/xhtml+xml,text/html;q=0.8")
+        #expect(normalized("Accept", ["text/plain;format=\"a;b, c\""]) == "text/plain;format=\"a;b, c\"")
+        #expect(normalized("User-Agent", ["Mozilla/5.0  (X11)"]) == "Mozilla/5.0 (X11)")
+    }
+
+    @Test("qvalues are read as RFC 9110 §12.4.2 writes them", arguments: [
+        ("1", 1000), ("1.", 1000), ("1.000", 1000), ("0", 0), ("0.5", 500), ("0.125", 125), ("0.05", 50),
+    ])
+    func qvalues(text: String, thousandths: Int) {
+        #expect(VaryNormalization.qvalue(text) == thousandths)
+        #expect(VaryNormalization.qvalue(VaryNormalization.qvalueText(thousandths)) == thousandths)
+    }
+
+    @Test("what is not a qvalue", arguments: ["", "2", "1.5", "0.1234", ".5", "0,5", "1.001", "-0", "q"])
+    func notQvalues(text: String) {
+        #expect(VaryNormalization.qvalue(text) == nil)
     }
 
     @Test("the secondary key names every nominated field and its value")

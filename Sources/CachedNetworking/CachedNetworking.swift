@@ -147,9 +147,9 @@ public final class CachedNetworking: Sendable {
         // Counted before the shutdown flag is read, so that shutdown() (which sets the flag, then waits for the
         // count to reach zero) either sees this call or this call sees the flag.
         requestsInFlight.add(1, ordering: .sequentiallyConsistent)
-        let start = ContinuousClock.now
+        let start = metrics.timingStart
         defer {
-            metrics.runDuration.recordNanoseconds(CacheMetrics.nanoseconds(since: start))
+            metrics.record(metrics.runDuration, since: start)
             requestFinished()
         }
         let shutDown = isShutDown.load(ordering: .sequentiallyConsistent)
@@ -628,8 +628,8 @@ public final class CachedNetworking: Sendable {
     ) async throws(CachedNetworkingError) -> (HTTPTransportResponse, Date, Date) {
         let requestTime = now()
         do {
-            let start = ContinuousClock.now
-            defer { metrics.originFetchDuration.recordNanoseconds(CacheMetrics.nanoseconds(since: start)) }
+            let start = metrics.timingStart
+            defer { metrics.record(metrics.originFetchDuration, since: start) }
             var response = try await (callTransport ?? transport).send(request, body: body)
             metrics.originBytes(response.body.readableBytes)
             let responseTime = now()

@@ -104,7 +104,12 @@ struct CacheMetrics: Sendable {
     /// By ``StoreOperation/rawValue``.
     private let storeCallDurations: [Timer]
 
+    /// Whether durations are recorded: false when metrics go nowhere (swift-metrics' no-op factory, the default
+    /// when nothing was bootstrapped), so that the hot path reads no clock for them.
+    let timing: Bool
+
     init(factory: any MetricsFactory, namespace: String, extra: [(String, String)]) {
+        timing = !(factory is NOOPMetricsHandler)
         let dimensions = [(Names.Dimension.namespace, namespace)] + extra
         func make(_ label: String) -> Counter { Counter(label: label, dimensions: dimensions, factory: factory) }
         func family(_ label: String, _ dimension: String, _ values: [String]) -> [String: Counter] {
@@ -133,9 +138,19 @@ struct CacheMetrics: Sendable {
         }
     }
 
-    /// Records a store call of `operation` that started at `start`.
-    func storeCall(_ operation: StoreOperation, since start: ContinuousClock.Instant) {
+    /// Now, when durations are recorded (see ``timing``); nil otherwise.
+    var timingStart: ContinuousClock.Instant? { timing ? ContinuousClock.now : nil }
+
+    /// Records a store call of `operation` that started at `start` (nil: not timed).
+    func storeCall(_ operation: StoreOperation, since start: ContinuousClock.Instant?) {
+        guard let start else { return }
         storeCallDurations[operation.rawValue].recordNanoseconds(Self.nanoseconds(since: start))
+    }
+
+    /// Records `timer`'s duration from `start` (nil: not timed).
+    func record(_ timer: Timer, since start: ContinuousClock.Instant?) {
+        guard let start else { return }
+        timer.recordNanoseconds(Self.nanoseconds(since: start))
     }
 
     /// The nanoseconds from `start` to now.

@@ -71,7 +71,7 @@ struct StoreAccess: Sendable {
         _ key: String,
         _ body: @escaping @Sendable () async throws(CacheStoreError) -> T
     ) async -> StoreRead<T> {
-        let start = ContinuousClock.now
+        let start = metrics.timingStart
         defer { metrics.storeCall(operation, since: start) }
         guard let span = tracing.startStoreCall(operation, key: key) else {
             return settle(operation, key, await bounded(body))

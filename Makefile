@@ -11,10 +11,6 @@ UNITDIR     = $(DESTDIR)$(PREFIX)/lib/systemd/system
 # The config file's place is fixed, whatever PREFIX is: the unit names it.
 CONFDIR     = $(DESTDIR)/etc/cached
 RELEASE_BIN = .build/release/cached-server
-# Extra flags for the debug builds of the tests, the consumer check and the fuzz targets. CI passes
-# --disable-index-store (a fifth less build time; the index only serves editors). Keep the same flags between
-# runs: other flags rebuild everything.
-SWIFT_BUILD_FLAGS ?=
 # The binary install-files installs (install builds it first).
 INSTALL_BIN ?= $(RELEASE_BIN)
 # systemd provides systemd-analyze, which the tests use to verify the unit.
@@ -69,13 +65,13 @@ run: release
 # README.md, docs/sdk.md and docs/scaling.md, extracted into a package of their own that depends on this one, built
 # in debug and run against cached-server and a loopback origin (Tests/Consumer/consumer_check.py).
 test: deps-test
-	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
+	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip IntegrationTests --skip ClusterTests --no-parallel
 	$(SWIFT) test --skip-build --filter IntegrationTests
 	$(MAKE) consumer-check
 
 consumer-check:
-	$(SWIFT) build --product cached-server $(SWIFT_BUILD_FLAGS)
+	$(SWIFT) build --product cached-server
 	python3 Tests/Consumer/consumer_check.py --server .build/debug/cached-server
 
 # The SDK on a real Redis Cluster (3 masters and 3 replicas of redis-server on loopback, one cluster per suite):
@@ -83,7 +79,7 @@ consumer-check:
 # master killed during traffic. One test at a time: the load tests need the machine's cores. The routing unit
 # tests (no cluster) run with `make test` too.
 test-cluster: deps
-	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
+	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter 'ClusterTests|ClusterRoutingTests' --no-parallel
 
 # Server benchmark against redis-server (needs redis-server and redis-tools; see docs/performance.md), then the
@@ -141,7 +137,7 @@ FUZZ_RUN = mkdir -p fuzz-artifacts/corpus/$$t && SWIFT_BACKTRACE=enable=no $(FUZ
   -artifact_prefix=fuzz-artifacts/$$t- $(FUZZ_OPTIONS)
 
 fuzz-build:
-	@for t in $(FUZZ_TARGETS); do $(SWIFT) build $(FUZZ_FLAGS) $(SWIFT_BUILD_FLAGS) --product $$t || exit 1; done
+	@for t in $(FUZZ_TARGETS); do $(SWIFT) build $(FUZZ_FLAGS) --product $$t || exit 1; done
 
 fuzz: fuzz-build
 	@for t in $(FUZZ_TARGETS); do \

@@ -178,9 +178,6 @@ def synchronize(folder, files):
 
 def swift(*arguments, scratch, environment=None, timeout=3600):
     command = ["swift", *arguments, "--package-path", str(PACKAGE), "--scratch-path", str(scratch)]
-    if arguments[0] == "build":
-        # The Makefile's extra build flags (CI: --disable-index-store).
-        command += os.environ.get("SWIFT_BUILD_FLAGS", "").split()
     print("+", " ".join(command), flush=True)
     result = subprocess.run(command, timeout=timeout, env=environment)
     if result.returncode != 0:

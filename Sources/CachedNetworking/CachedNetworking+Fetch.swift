@@ -167,7 +167,7 @@ extension CachedNetworking {
         // `answer` came through `send`, which removed hop-by-hop fields (or is a stored response merged with a 304).
         let cleaned = answer.response
         // The response's `Cache-Control`, parsed once: for the decision here and for the prepared entry below.
-        let responseDirectives = ResponseCacheControl(cleaned.headerFields)
+        let responseDirectives = ResponseCacheControl(cleaned.headerFields, rules: configuration.rules)
         let decision = StorageDecision.evaluate(
             request: context.request, requestDirectives: context.directives, response: cleaned,
             responseDirectives: responseDirectives, rules: configuration.rules)
@@ -204,7 +204,11 @@ extension CachedNetworking {
         let initialAge = prepared.correctedInitialAge
         let directives = prepared.directives
         let remaining = max(0, lifetime - initialAge)
-        let staleWindows = max(directives.staleWhileRevalidate ?? 0, directives.staleIfError ?? 0)
+        // A stale response may answer while the origin is unreachable only without a directive that forbids it.
+        let disconnectedWindow =
+            directives.requiresRevalidationWhenStale || directives.requiresValidationBeforeUse
+            ? 0 : Int(configuration.staleWhenDisconnected.components.seconds)
+        let staleWindows = max(directives.staleWhileRevalidate ?? 0, directives.staleIfError ?? 0, disconnectedWindow)
         let hasValidator = Validation.hasValidator(cleaned.headerFields)
         // A response that is already stale, cannot be validated and has no stale window is of no use.
         guard remaining > 0 || staleWindows > 0 || hasValidator else { return (nil, true) }
@@ -279,6 +283,10 @@ extension CachedNetworking {
             if decision.staleIfErrorAllowed, error.kind == .transport {
                 return .success(staleOnError(found, decision: decision, context: context, forward: forward, status: nil))
             }
+            if error.kind == .transport, servesStaleWhenDisconnected(decision) {
+                return .success(
+                    staleOnError(found, decision: decision, context: context, forward: forward, status: nil, disconnected: true))
+            }
             return .failure(error)
         }
         let (answer, requestTime, responseTime) = fetched
@@ -317,6 +325,11 @@ extension CachedNetworking {
             metrics.revalidation("error")
             return .success(staleOnError(found, decision: decision, context: context, forward: forward, status: code))
         }
+        if code == 502 || code == 504, servesStaleWhenDisconnected(decision) {
+            metrics.revalidation("error")
+            return .success(
+                staleOnError(found, decision: decision, context: context, forward: forward, status: code, disconnected: true))
+        }
         metrics.revalidation("modified")
         let stored = await storeResponse(
             answer, context: context, lookup: lookup, requestTime: requestTime, responseTime: responseTime, existing: found)
@@ -331,20 +344,29 @@ extension CachedNetworking {
                 varyValues: vary?.selectingValues(from: context.request.headerFields) ?? []))
     }
 
-    /// The stored response served because the origin failed (`stale-if-error`).
+    /// Whether the origin's failure to answer lets `decision`'s stored response answer in its place
+    /// (``Configuration/staleWhenDisconnected``).
+    func servesStaleWhenDisconnected(_ decision: ReuseDecision) -> Bool {
+        decision.staleWhenDisconnectedAllowed && configuration.staleWhenDisconnected > .zero
+            && decision.staleness <= Int(configuration.staleWhenDisconnected.components.seconds)
+    }
+
+    /// The stored response served because the origin failed: under `stale-if-error`, or, `disconnected`,
+    /// because it could not be reached (``Configuration/staleWhenDisconnected``).
     func staleOnError(
         _ found: FoundEntry,
         decision: ReuseDecision,
         context: RequestContext,
         forward: CacheStatus.ForwardReason,
-        status: Int?
+        status: Int?,
+        disconnected: Bool = false
     ) -> FlightOutcome {
-        metrics.staleServed("stale_if_error")
+        metrics.staleServed(disconnected ? "disconnected" : "stale_if_error")
         var member = CacheStatus(cacheName: configuration.cacheName)
         member.forward = forward
         member.forwardStatus = status
         member.timeToLive = decision.timeToLive
-        member.detail = "stale-if-error"
+        member.detail = disconnected ? "disconnected" : "stale-if-error"
         let served = serveStored(found, context: context, decision: decision, source: .stale, status: member)
         var response = served.response
         response.headerFields[.cacheStatus] = found.entry.response.headerFields[.cacheStatus]

@@ -122,7 +122,7 @@ struct CacheMetrics: Sendable {
         corruptEntries = make(Names.corruptEntries)
         stores = make(Names.stores)
         revalidations = family(Names.revalidations, Names.Dimension.result, ["not_modified", "modified", "error"])
-        staleServedCounters = family(Names.staleServed, Names.Dimension.reason, ["max_stale", "stale_while_revalidate", "stale_if_error", "policy"])
+        staleServedCounters = family(Names.staleServed, Names.Dimension.reason, ["max_stale", "stale_while_revalidate", "stale_if_error", "disconnected", "policy"])
         coalescedWaits = family(Names.coalescedWaits, Names.Dimension.scope, ["process", "lease"])
         storeErrors = StoreOperation.allCases.map {
             Counter(label: Names.storeErrors, dimensions: dimensions + [(Names.Dimension.operation, $0.name)], factory: factory)

@@ -243,6 +243,9 @@ public struct ResponseCacheControl: Sendable, Hashable {
     public var staleIfError: Int?
     /// Directives this type does not know, in order.
     public var extensions: [CacheDirective] = []
+    /// The targeted field (RFC 9213) these directives come from, or nil when they are `Cache-Control`'s.
+    /// Under a targeted field, `Expires` does not count either.
+    public var targetedField: HTTPField.Name?
 
     /// No directives.
     public init() {}

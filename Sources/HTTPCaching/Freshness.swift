@@ -63,7 +63,7 @@ public struct FreshnessLifetime: Sendable, Hashable {
         responseTime: Date,
         rules: CachingRules = CachingRules()
     ) -> FreshnessLifetime {
-        of(response, directives: ResponseCacheControl(response.headerFields), responseTime: responseTime, rules: rules)
+        of(response, directives: ResponseCacheControl(response.headerFields, rules: rules), responseTime: responseTime, rules: rules)
     }
 
     /// ``of(_:responseTime:rules:)`` with the response's `Cache-Control` already parsed.
@@ -76,7 +76,7 @@ public struct FreshnessLifetime: Sendable, Hashable {
         if let shared = directives.sharedMaxAge { return FreshnessLifetime(seconds: shared, source: .sharedMaxAge) }
         if let maxAge = directives.maxAge { return FreshnessLifetime(seconds: maxAge, source: .maxAge) }
         let date = response.headerFields[.date].flatMap { HTTPDate.parse($0, relativeTo: responseTime) } ?? responseTime
-        let expiresValues = response.headerFields[values: .expires]
+        let expiresValues = directives.targetedField == nil ? response.headerFields[values: .expires] : []
         if !expiresValues.isEmpty {
             // More than one Expires, or one that is not an HTTP date (RFC 9110 §5.6.7: another zone than GMT, a
             // two-digit year outside the RFC 850 form, `0`, ...), is a time in the past (RFC 9111 §5.3): the

@@ -65,6 +65,11 @@ public struct ReuseDecision: Sendable, Hashable {
     /// response may be served instead (`stale-if-error` of the response or the request, and no
     /// `must-revalidate`, `proxy-revalidate` or `s-maxage`).
     public let staleIfErrorAllowed: Bool
+    /// Whether, if the origin cannot be reached, the stored response may be served however stale it is, as a
+    /// disconnected cache may (RFC 9111 §4.2.4): unless an unqualified `no-cache`, or `must-revalidate`,
+    /// `proxy-revalidate` or `s-maxage` on a stale response forbid it, or the request's `no-cache` asks for a
+    /// validated response. How stale is the cache's choice.
+    public let staleWhenDisconnectedAllowed: Bool
     /// Header fields to leave out when serving without validation (a qualified `no-cache`), lowercased.
     public let fieldsToOmitWhenServed: Set<String>
 
@@ -121,6 +126,7 @@ public struct ReuseDecision: Sendable, Hashable {
         let errorWindow = max(directives.staleIfError ?? -1, requestDirectives.staleIfError ?? -1)
         let staleIfError =
             !validateBeforeUse && !(revalidateWhenStale && !fresh) && errorWindow >= 0 && staleness <= errorWindow
+        let disconnected = !validateBeforeUse && !(revalidateWhenStale && !fresh) && !requestDirectives.noCache
         var omitted: Set<String> = []
         if case .fields(let names) = directives.noCache, stored.lifetimeOverride == nil { omitted = names }
 
@@ -130,6 +136,7 @@ public struct ReuseDecision: Sendable, Hashable {
                 currentAge: age,
                 freshnessLifetime: lifetime,
                 staleIfErrorAllowed: staleIfError,
+                staleWhenDisconnectedAllowed: disconnected,
                 fieldsToOmitWhenServed: action == .validate ? [] : omitted
             )
         }
@@ -174,17 +181,19 @@ public struct PreparedStoredResponse: Sendable, Hashable {
     /// The heuristic settings the lifetime was worked out with (they matter only for a heuristic lifetime).
     private let heuristicFraction: Double
     private let heuristicLimit: Int
+    /// The targeted fields (RFC 9213) the directives were chosen under.
+    private let targetedFields: [HTTPField.Name]
 
     /// Prepares `stored` for reuse decisions under `rules`.
     public init(_ stored: StoredResponseInfo, rules: CachingRules = CachingRules()) {
-        self.init(stored, directives: ResponseCacheControl(stored.response.headerFields), rules: rules)
+        self.init(stored, directives: ResponseCacheControl(stored.response.headerFields, rules: rules), rules: rules)
     }
 
     /// Prepares `stored` for reuse decisions under `rules`, with its `Cache-Control` already parsed.
     /// - Parameters:
     ///   - stored: The stored response.
-    ///   - directives: The `Cache-Control` of `stored`'s header fields (as ``ResponseCacheControl/init(_:)``
-    ///     parses them).
+    ///   - directives: The directives of `stored`'s header fields under `rules` (as
+    ///     ``ResponseCacheControl/init(_:rules:)`` reads them).
     ///   - rules: Cache settings (heuristic freshness).
     public init(_ stored: StoredResponseInfo, directives: ResponseCacheControl, rules: CachingRules = CachingRules()) {
         info = stored
@@ -200,6 +209,7 @@ public struct PreparedStoredResponse: Sendable, Hashable {
         ).correctedInitialAge
         heuristicFraction = rules.heuristicFraction
         heuristicLimit = rules.heuristicLimit
+        targetedFields = rules.targetedCacheControlFields
     }
 
     /// The response's age at `now` in whole seconds (`current_age`, RFC 9111 §4.2.3): what
@@ -209,11 +219,12 @@ public struct PreparedStoredResponse: Sendable, Hashable {
         return min(correctedInitialAge + residentTime, maximumDeltaSeconds)
     }
 
-    /// Whether the preparation holds under `rules`: always, unless the lifetime is heuristic and `rules`
-    /// compute heuristics differently.
+    /// Whether the preparation holds under `rules`: always, unless `rules` obey other targeted fields, or the
+    /// lifetime is heuristic and `rules` compute heuristics differently.
     public func isPrepared(for rules: CachingRules) -> Bool {
-        freshnessLifetime.source != .heuristic
-            || (heuristicFraction == rules.heuristicFraction && heuristicLimit == rules.heuristicLimit)
+        targetedFields == rules.targetedCacheControlFields
+            && (freshnessLifetime.source != .heuristic
+                || (heuristicFraction == rules.heuristicFraction && heuristicLimit == rules.heuristicLimit))
     }
 }
 

@@ -14,6 +14,11 @@ public struct CachingRules: Sendable, Hashable {
     /// RFC 9111 allows it, but a shared cache that replays one user's `Set-Cookie` to another leaks a session;
     /// the default (false) stores such responses only when the origin marked them explicitly shareable.
     public var storesSetCookieWithoutExplicitPermission: Bool = false
+    /// Targeted cache-control fields this cache obeys (RFC 9213), in order of precedence: the first one a
+    /// response carries with a valid, non-empty value replaces its `Cache-Control` and `Expires` for this
+    /// cache's decisions. Empty by default: a cache inside a service is not the CDN that `CDN-Cache-Control`
+    /// addresses unless its operator says so (``HTTPField/Name/cdnCacheControl``).
+    public var targetedCacheControlFields: [HTTPField.Name] = []
 
     /// The defaults described on each property.
     public init() {}
@@ -99,7 +104,7 @@ public struct StorageDecision: Sendable, Hashable, CustomStringConvertible {
     ) -> StorageDecision {
         evaluate(
             request: request, requestDirectives: RequestCacheControl(request.headerFields), response: response,
-            responseDirectives: ResponseCacheControl(response.headerFields), rules: rules)
+            responseDirectives: ResponseCacheControl(response.headerFields, rules: rules), rules: rules)
     }
 
     /// Decides as ``evaluate(request:response:rules:)`` does, with the `Cache-Control` of the request and of the
@@ -109,7 +114,8 @@ public struct StorageDecision: Sendable, Hashable, CustomStringConvertible {
     ///   - request: The request as the client sent it.
     ///   - requestDirectives: Its `Cache-Control` (of which only `no-store` matters here).
     ///   - response: The response from the origin.
-    ///   - responseDirectives: The `Cache-Control` of `response`'s header fields.
+    ///   - responseDirectives: The directives of `response`'s header fields under `rules`
+    ///     (``ResponseCacheControl/init(_:rules:)``).
     ///   - rules: Cache settings.
     /// - Returns: The decision with its reason.
     public static func evaluate(
@@ -147,7 +153,7 @@ public struct StorageDecision: Sendable, Hashable, CustomStringConvertible {
         }
         let explicit =
             directives.public || directives.maxAge != nil || directives.sharedMaxAge != nil
-            || response.headerFields[.expires] != nil
+            || (directives.targetedField == nil && response.headerFields[.expires] != nil)
         guard explicit || heuristicallyCacheableStatusCodes.contains(code) else {
             return StorageDecision(reason: .noFreshnessInformation)
         }

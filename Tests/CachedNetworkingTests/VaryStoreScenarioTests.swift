@@ -13,43 +13,21 @@ import Testing
 struct VaryStoreScenarioTests {
     static let url = "https://api.example.com/negotiated"
 
-    /// A cache over a fresh store of `kind` and a namespace of its own, with a scripted origin that echoes the
-    /// request's `Accept-Encoding` and `Accept-Language`; `body` runs with it, and the store is shut down after.
+    /// A cache over a fresh store of `kind` (``withScenarioCache(_:configure:_:)``), with a scripted origin that
+    /// echoes the request's `Accept-Encoding` and `Accept-Language`.
     func withCache(
         _ kind: StoreUnderTest, _ body: (CachedNetworking, FakeHTTPTransport) async throws -> Void
     ) async throws {
-        let clock = ManualCacheClock()
-        let store: any CacheStore
-        if let serverKind = kind.serverKind {
-            let server = try LiveServersTrait.server(serverKind)
-            var configuration = try RESPStore.Configuration(url: "redis://127.0.0.1:\(server.port)")
-            configuration.commandTimeout = .seconds(5)
-            store = RESPStore(configuration: configuration)
-        } else {
-            store = MemoryStore(cleanupInterval: nil, clock: clock)
-        }
-        let origin = FakeHTTPTransport()
-        origin.script(Self.url) { request, _ in
-            let encoding = request.headerFields[values: .acceptEncoding].joined(separator: "|")
-            let language = request.headerFields[values: .acceptLanguage].joined(separator: "|")
-            return .init(
-                headerFields: [.cacheControl: "max-age=600", .vary: "Accept-Encoding, Accept-Language"],
-                body: "\(encoding) / \(language)")
-        }
-        var configuration = CachedNetworking.Configuration()
-        configuration.clock = clock
-        configuration.namespace = "vary-\(UUID().uuidString)"
-        // Every read goes to the store itself, whatever the store.
-        configuration.decodedEntryMemory = 0
-        configuration.storeTimeout = .seconds(5)
-        let cache = CachedNetworking(store: store, transport: origin, configuration: configuration)
-        do {
+        try await withScenarioCache(kind) { cache, origin, _ in
+            origin.script(Self.url) { request, _ in
+                let encoding = request.headerFields[values: .acceptEncoding].joined(separator: "|")
+                let language = request.headerFields[values: .acceptLanguage].joined(separator: "|")
+                return .init(
+                    headerFields: [.cacheControl: "max-age=600", .vary: "Accept-Encoding, Accept-Language"],
+                    body: "\(encoding) / \(language)")
+            }
             try await body(cache, origin)
-        } catch {
-            await store.shutdown()
-            throw error
         }
-        await store.shutdown()
     }
 
     func request(_ pairs: [(HTTPField.Name, String)]) -> HTTPRequest {

@@ -113,6 +113,22 @@ struct ReuseDecisionTests {
         #expect(!decide("max-age=60, must-revalidate, stale-if-error=30", after: 80).staleIfErrorAllowed)
     }
 
+    @Test("RFC 9111 §4.2.4: a disconnected cache may serve stale unless a directive forbids it")
+    func staleWhenDisconnected() {
+        #expect(decide("max-age=60", after: 80).staleWhenDisconnectedAllowed)
+        #expect(decide("max-age=60", after: 100_000).staleWhenDisconnectedAllowed)
+        #expect(decide("no-cache=\"set-cookie\", max-age=60", after: 80).staleWhenDisconnectedAllowed)
+        for forbidding in ["must-revalidate", "proxy-revalidate", "s-maxage=60"] {
+            let directives = forbidding.hasPrefix("s-maxage") ? forbidding : "max-age=60, \(forbidding)"
+            #expect(!decide(directives, after: 80).staleWhenDisconnectedAllowed, "\(forbidding)")
+            // While fresh, the response is not stale: serving it is no staleness at all.
+            #expect(decide(directives, after: 10).staleWhenDisconnectedAllowed, "\(forbidding)")
+        }
+        #expect(!decide("no-cache, max-age=60", after: 10).staleWhenDisconnectedAllowed)
+        #expect(!decide("max-age=60", after: 80, request: "no-cache").staleWhenDisconnectedAllowed)
+        #expect(decide("no-cache", after: 40, override: 30).staleWhenDisconnectedAllowed)
+    }
+
     @Test("an unqualified no-cache forbids stale-if-error, the response's or the request's, fresh or stale")
     func noCacheForbidsStaleIfError() {
         #expect(!decide("no-cache, max-age=60, stale-if-error=60", after: 10).staleIfErrorAllowed)

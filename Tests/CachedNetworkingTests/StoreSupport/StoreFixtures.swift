@@ -157,3 +157,38 @@ private func withContractStore<T>(_ fixture: ContractStore, _ body: (ContractSto
         throw error
     }
 }
+
+/// Runs `body` with a cache over a fresh store of `kind` (its own namespace; every read goes to the store),
+/// a scripted origin and a manual clock, and shuts the store down afterwards. `configure` adjusts the cache's
+/// configuration.
+func withScenarioCache(
+    _ kind: StoreUnderTest,
+    configure: (inout CachedNetworking.Configuration) -> Void = { _ in },
+    _ body: (CachedNetworking, FakeHTTPTransport, ManualCacheClock) async throws -> Void
+) async throws {
+    let clock = ManualCacheClock()
+    let store: any CacheStore
+    if let serverKind = kind.serverKind {
+        let server = try LiveServersTrait.server(serverKind)
+        var configuration = try RESPStore.Configuration(url: "redis://127.0.0.1:\(server.port)")
+        configuration.commandTimeout = .seconds(5)
+        store = RESPStore(configuration: configuration)
+    } else {
+        store = MemoryStore(cleanupInterval: nil, clock: clock)
+    }
+    let origin = FakeHTTPTransport()
+    var configuration = CachedNetworking.Configuration()
+    configuration.clock = clock
+    configuration.namespace = "scenario-\(UUID().uuidString)"
+    configuration.decodedEntryMemory = 0
+    configuration.storeTimeout = .seconds(5)
+    configure(&configuration)
+    let cache = CachedNetworking(store: store, transport: origin, configuration: configuration)
+    do {
+        try await body(cache, origin, clock)
+    } catch {
+        await store.shutdown()
+        throw error
+    }
+    await store.shutdown()
+}

@@ -181,12 +181,14 @@ public final class CachedNetworking: Sendable {
         return response
     }
 
-    /// The answer to `request`.
-    private func respond(
+    /// The answer to `request`. With `rangeMiss`, the range request that `request` is the whole of: on a miss it
+    /// is forwarded as it is instead of fetching the whole representation.
+    func respond(
         _ request: HTTPRequest,
         body: ByteBuffer?,
         policy: CachePolicy,
-        transport: (any HTTPTransport)?
+        transport: (any HTTPTransport)?,
+        rangeMiss: HTTPRequest? = nil
     ) async throws(CachedNetworkingError) -> CachedResponse {
         guard let target = RequestTarget(request) else {
             throw CachedNetworkingError(.invalidRequest, "the request has no scheme or authority")
@@ -197,6 +199,9 @@ public final class CachedNetworking: Sendable {
                 request, body: body, uri: target.normalizedURI, reason: .method, through: transport)
         }
         if Validation.isConditionalOrPartial(request) {
+            if let answer = try await respondToRange(request, method: target.method, body: body, policy: policy, transport: transport) {
+                return answer
+            }
             return try await forwardUncached(
                 request, body: body, uri: target.normalizedURI, reason: .bypass, through: transport)
         }
@@ -273,6 +278,9 @@ public final class CachedNetworking: Sendable {
         metrics.misses.increment()
         let reason: CacheStatus.ForwardReason =
             policy.base == .reloadIgnoringLocalCacheData ? .request : missLookup.varyMiss ? .varyMiss : .uriMiss
+        if let rangeMiss {
+            return try await forwardUncached(rangeMiss, body: body, uri: context.uri, reason: reason, through: transport)
+        }
         return try await fetchCoalesced(context, lookup: missLookup, forward: reason)
     }
 

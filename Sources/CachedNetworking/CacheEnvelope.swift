@@ -11,12 +11,17 @@ import NIOCore
 /// The format is versioned and self-describing, all integers big-endian:
 ///
 /// ```
-/// magic "CNHC" · format version (u8) · record kind (u8: 1 response, 2 vary index) · record · checksum (u64)
+/// magic "CNHC" · format version (u8) · record kind (u8: 1 response, 2 or 3 vary index) · record · checksum (u64)
 /// response:   stored-at, request time, response time (i64 ms since 1970) · lifetime override (i64 s, -1 none)
 ///             · method (str16) · URL (str32) · Vary'd values (u16 count; name str16, present u8, value str32)
 ///             · status (u16) · reason (str16) · header fields (u32 count; name str16, value str32) · body (u32 + bytes)
 /// vary index: nonce (u64) · method (str16) · URL (str32) · field names (u16 count; str16)
+///             · kind 3 only: variants, least recently used first (u16 count; hash u64, last used i64 s since 1970)
 /// ```
+///
+/// Kind 3, the one written, is kind 2 with the list of the URL's variants that bounds their number
+/// (``VaryIndex/recordUse(of:at:limit:granularity:)``); kind 2, written by earlier versions, is still read, with
+/// no variants listed.
 ///
 /// The checksum covers every byte before it: ``WordChecksum`` in version 2 (the one written), bytewise
 /// FNV-1a-64 in version 1 (still read, so that entries written before stay hits).
@@ -43,6 +48,15 @@ enum CacheEnvelope: Sendable, Equatable {
         var method: String
         var uri: String
         var fieldNames: [String]
+        /// The variants stored under this index, least recently used first.
+        var variants: [VariantUse] = []
+    }
+
+    /// A variant of a `Vary` index: the hash its key ends with, and when it was last stored or served (seconds
+    /// since 1970, by the cache's clock).
+    struct VariantUse: Sendable, Equatable {
+        var hash: UInt64
+        var lastUsed: Int64
     }
 
     func encoded() -> ByteBuffer {
@@ -75,12 +89,18 @@ enum CacheEnvelope: Sendable, Equatable {
             var body = entry.body
             buffer.writeBuffer(&body)
         case .varyIndex(let index):
-            buffer.writeInteger(UInt8(2))
+            buffer.writeInteger(UInt8(3))
             buffer.writeInteger(index.nonce)
             buffer.writeString16(index.method)
             buffer.writeString32(index.uri)
             buffer.writeInteger(UInt16(index.fieldNames.count))
             for name in index.fieldNames { buffer.writeString16(name) }
+            let variants = index.variants.suffix(Int(UInt16.max))
+            buffer.writeInteger(UInt16(variants.count))
+            for variant in variants {
+                buffer.writeInteger(variant.hash)
+                buffer.writeInteger(variant.lastUsed)
+            }
         }
         let checksum = buffer.withUnsafeReadableBytes { Self.checksum($0, version: Self.formatVersion) }
         buffer.writeInteger(checksum)
@@ -90,7 +110,10 @@ enum CacheEnvelope: Sendable, Equatable {
     /// About the encoded size, so that encoding allocates once: the body and the header fields' bytes plus their
     /// length prefixes.
     private var estimatedSize: Int {
-        guard case .response(let entry) = self else { return 256 }
+        guard case .response(let entry) = self else {
+            guard case .varyIndex(let index) = self else { return 256 }
+            return 256 + index.uri.utf8.count + 16 * index.variants.count
+        }
         var size = 128 + entry.method.utf8.count + entry.uri.utf8.count + entry.body.readableBytes
         for (name, value) in entry.varyValues { size += 7 + name.utf8.count + (value?.utf8.count ?? 0) }
         for field in entry.response.headerFields { size += 6 + field.name.rawName.utf8.count + field.value.utf8.count }
@@ -114,7 +137,8 @@ enum CacheEnvelope: Sendable, Equatable {
         let decoded: CacheEnvelope?
         switch kind {
         case 1: decoded = decodeResponse(&buffer).map(CacheEnvelope.response)
-        case 2: decoded = decodeVaryIndex(&buffer).map(CacheEnvelope.varyIndex)
+        case 2: decoded = decodeVaryIndex(&buffer, listsVariants: false).map(CacheEnvelope.varyIndex)
+        case 3: decoded = decodeVaryIndex(&buffer, listsVariants: true).map(CacheEnvelope.varyIndex)
         default: return nil
         }
         guard buffer.readableBytes == 0 else { return nil }
@@ -164,7 +188,7 @@ enum CacheEnvelope: Sendable, Equatable {
         )
     }
 
-    private static func decodeVaryIndex(_ buffer: inout ByteBuffer) -> VaryIndex? {
+    private static func decodeVaryIndex(_ buffer: inout ByteBuffer, listsVariants: Bool) -> VaryIndex? {
         guard let nonce = buffer.readInteger(as: UInt64.self),
             let method = buffer.readString16(),
             let uri = buffer.readString32(),
@@ -175,7 +199,17 @@ enum CacheEnvelope: Sendable, Equatable {
             guard let name = buffer.readString16() else { return nil }
             names.append(name)
         }
-        return VaryIndex(nonce: nonce, method: method, uri: uri, fieldNames: names)
+        var index = VaryIndex(nonce: nonce, method: method, uri: uri, fieldNames: names)
+        guard listsVariants else { return index }
+        guard let variantCount = buffer.readInteger(as: UInt16.self), Int(variantCount) * 16 <= buffer.readableBytes
+        else { return nil }
+        index.variants.reserveCapacity(Int(variantCount))
+        for _ in 0..<variantCount {
+            guard let hash = buffer.readInteger(as: UInt64.self), let lastUsed = buffer.readInteger(as: Int64.self)
+            else { return nil }
+            index.variants.append(VariantUse(hash: hash, lastUsed: lastUsed))
+        }
+        return index
     }
 
     private static func milliseconds(_ date: Date) -> Int64 {
@@ -184,6 +218,30 @@ enum CacheEnvelope: Sendable, Equatable {
 
     private static func date(_ milliseconds: Int64) -> Date {
         Date(timeIntervalSince1970: Double(milliseconds) / 1_000)
+    }
+}
+
+extension CacheEnvelope.VaryIndex {
+    /// Records that the variant whose key ends with `hash` was stored or served at `seconds` (since 1970), keeping
+    /// at most `limit` variants (at least one): a variant not listed is added, and the least recently used ones
+    /// beyond the limit are dropped from the list; a listed one is moved to the most recent end when its last use
+    /// is `granularity` seconds old or more, so that a variant served again and again rewrites the index at most
+    /// once per `granularity`.
+    /// - Returns: whether the index changed (and should be written), and the hashes of the variants dropped,
+    ///   least recently used first (their entries should be removed).
+    mutating func recordUse(of hash: UInt64, at seconds: Int64, limit: Int, granularity: Int64) -> (changed: Bool, evicted: [UInt64]) {
+        if let position = variants.firstIndex(where: { $0.hash == hash }) {
+            guard seconds - variants[position].lastUsed >= granularity else { return (false, []) }
+            variants.remove(at: position)
+            variants.append(CacheEnvelope.VariantUse(hash: hash, lastUsed: max(seconds, variants.last?.lastUsed ?? seconds)))
+            return (true, [])
+        }
+        variants.append(CacheEnvelope.VariantUse(hash: hash, lastUsed: max(seconds, variants.last?.lastUsed ?? seconds)))
+        let excess = variants.count - max(1, limit)
+        guard excess > 0 else { return (true, []) }
+        let evicted = variants.prefix(excess).map(\.hash)
+        variants.removeFirst(excess)
+        return (true, evicted)
     }
 }
 

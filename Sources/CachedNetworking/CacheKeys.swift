@@ -41,8 +41,16 @@ struct CacheKeys: Sendable {
     }
 
     static func variantKey(entryKey: String, nonce: UInt64, secondaryKey: String) -> String {
-        "\(entryKey)#v:\(FNV1a64.hex(nonce)):\(FNV1a64.hex(FNV1a64.hash(secondaryKey)))"
+        variantKey(entryKey: entryKey, nonce: nonce, hash: variantHash(secondaryKey: secondaryKey))
     }
+
+    /// The variant key of the variant whose secondary key hashes to `hash` (``variantHash(secondaryKey:)``).
+    static func variantKey(entryKey: String, nonce: UInt64, hash: UInt64) -> String {
+        "\(entryKey)#v:\(FNV1a64.hex(nonce)):\(FNV1a64.hex(hash))"
+    }
+
+    /// The hash a variant's key ends with, of its secondary key (``Vary/secondaryKey(values:)``).
+    static func variantHash(secondaryKey: String) -> UInt64 { FNV1a64.hash(secondaryKey) }
 
     static func lockKey(entryKey: String) -> String { "\(entryKey)#lock" }
 

@@ -140,6 +140,7 @@ extension CachedNetworking {
         let (answer, requestTime, responseTime) = fetched
         let stored = await storeResponse(
             answer, context: context, lookup: lookup, requestTime: requestTime, responseTime: responseTime)
+        await updateStoredGET(afterHead: answer.response, context: context, requestTime: requestTime, responseTime: responseTime)
         var member = CacheStatus(cacheName: configuration.cacheName)
         member.forward = forward
         member.stored = stored.entry != nil
@@ -200,40 +201,71 @@ extension CachedNetworking {
         // The lifetime, the initial age and the directives, worked out once: for the TTL here, and kept with the
         // entry by a store that keeps decoded entries.
         let prepared = PreparedStoredResponse(entry.info, directives: responseDirectives, rules: configuration.rules)
-        let lifetime = prepared.freshnessLifetime.seconds
-        let initialAge = prepared.correctedInitialAge
+        let (ttl, usefulWithoutValidator) = storeTTL(prepared)
+        // A response that is already stale, cannot be validated and has no stale window is of no use.
+        guard usefulWithoutValidator || Validation.hasValidator(cleaned.headerFields) else { return (nil, true) }
+
+        var key = entryKey
+        if let vary {
+            var index: CacheEnvelope.VaryIndex
+            var write: Bool
+            if let existing = lookup.index, existing.fieldNames == vary.fieldNames {
+                index = existing
+                write = false
+            } else {
+                index = CacheEnvelope.VaryIndex(
+                    nonce: UInt64.random(in: .min ... .max), method: entry.method, uri: entry.uri,
+                    fieldNames: vary.fieldNames)
+                write = true
+            }
+            let hash = CacheKeys.variantHash(secondaryKey: vary.secondaryKey(values: values))
+            guard await recordVariantUse(hash, in: &index, entryKey: entryKey, ttl: ttl, mustWrite: write) else {
+                return (nil, true)
+            }
+            key = CacheKeys.variantKey(entryKey: entryKey, nonce: index.nonce, hash: hash)
+        }
+        guard await store.setEnvelope(key, .response(entry), prepared: prepared, ttl: ttl) else { return (nil, true) }
+        metrics.stores.increment()
+        return (CachedResponse.EntryIdentity(key: key, version: entry.version), true)
+    }
+
+    /// Records in `index`, the `Vary` index under `entryKey`, that its variant `hash` is stored or served now;
+    /// writes the index when that changed it (or `mustWrite`), to live at least as long as a variant stored for
+    /// `ttl`, and removes the least recently used variants beyond ``Configuration/maximumVariantsPerURL``.
+    /// - Returns: false when the index had to be written and the store did not take it.
+    func recordVariantUse(
+        _ hash: UInt64, in index: inout CacheEnvelope.VaryIndex, entryKey: String, ttl: Duration, mustWrite: Bool
+    ) async -> Bool {
+        let seconds = Int64(now().timeIntervalSince1970.rounded(.down))
+        let (changed, evicted) = index.recordUse(
+            of: hash, at: seconds, limit: configuration.maximumVariantsPerURL,
+            granularity: Self.variantUseGranularity)
+        guard changed || mustWrite else { return true }
+        let indexTTL = max(ttl, configuration.varyIndexLifetime)
+        guard await store.setEnvelope(entryKey, .varyIndex(index), prepared: nil, ttl: indexTTL) else { return false }
+        if !evicted.isEmpty {
+            metrics.variantsEvicted.increment(by: Int64(evicted.count))
+            await store.remove(evicted.map { CacheKeys.variantKey(entryKey: entryKey, nonce: index.nonce, hash: $0) })
+        }
+        return true
+    }
+
+    /// How fresh a variant's recorded last use may be before a hit records it again, in seconds.
+    static let variantUseGranularity: Int64 = 60
+
+    /// The TTL of an entry stored as `prepared`: its remaining freshness, its stale windows and
+    /// ``Configuration/staleRetention``; and whether it has freshness or a stale window left (otherwise only a
+    /// validator makes it worth storing).
+    func storeTTL(_ prepared: PreparedStoredResponse) -> (ttl: Duration, usefulWithoutValidator: Bool) {
+        let remaining = max(0, prepared.freshnessLifetime.seconds - prepared.correctedInitialAge)
         let directives = prepared.directives
-        let remaining = max(0, lifetime - initialAge)
         // A stale response may answer while the origin is unreachable only without a directive that forbids it.
         let disconnectedWindow =
             directives.requiresRevalidationWhenStale || directives.requiresValidationBeforeUse
             ? 0 : Int(configuration.staleWhenDisconnected.components.seconds)
         let staleWindows = max(directives.staleWhileRevalidate ?? 0, directives.staleIfError ?? 0, disconnectedWindow)
-        let hasValidator = Validation.hasValidator(cleaned.headerFields)
-        // A response that is already stale, cannot be validated and has no stale window is of no use.
-        guard remaining > 0 || staleWindows > 0 || hasValidator else { return (nil, true) }
-        let ttlSeconds = remaining + staleWindows + Int(configuration.staleRetention.components.seconds)
-        let ttl = Duration.seconds(ttlSeconds)
-
-        var key = entryKey
-        if let vary {
-            let nonce: UInt64
-            if let index = lookup.index, index.fieldNames == vary.fieldNames {
-                nonce = index.nonce
-            } else {
-                nonce = UInt64.random(in: .min ... .max)
-                let index = CacheEnvelope.VaryIndex(
-                    nonce: nonce, method: entry.method, uri: entry.uri, fieldNames: vary.fieldNames)
-                let indexTTL = max(ttl, configuration.varyIndexLifetime)
-                guard await store.setEnvelope(entryKey, .varyIndex(index), prepared: nil, ttl: indexTTL) else {
-                    return (nil, true)
-                }
-            }
-            key = CacheKeys.variantKey(entryKey: entryKey, nonce: nonce, secondaryKey: vary.secondaryKey(values: values))
-        }
-        guard await store.setEnvelope(key, .response(entry), prepared: prepared, ttl: ttl) else { return (nil, true) }
-        metrics.stores.increment()
-        return (CachedResponse.EntryIdentity(key: key, version: entry.version), true)
+        let seconds = remaining + staleWindows + Int(configuration.staleRetention.components.seconds)
+        return (.seconds(seconds), remaining > 0 || staleWindows > 0)
     }
 
     // MARK: - Validation
@@ -333,6 +365,7 @@ extension CachedNetworking {
         metrics.revalidation("modified")
         let stored = await storeResponse(
             answer, context: context, lookup: lookup, requestTime: requestTime, responseTime: responseTime, existing: found)
+        await updateStoredGET(afterHead: answer.response, context: context, requestTime: requestTime, responseTime: responseTime)
         var member = CacheStatus(cacheName: configuration.cacheName)
         member.forward = forward
         member.stored = stored.entry != nil
@@ -342,6 +375,40 @@ extension CachedNetworking {
                 response: answer.response, body: answer.body, status: member, source: .network, entry: stored.entry,
                 shareable: stored.shareable, vary: vary,
                 varyValues: vary?.selectingValues(from: context.request.headerFields) ?? []))
+    }
+
+    /// After a `200` to a HEAD request the cache sent, updates the stored GET response that the same request
+    /// would have chosen (RFC 9111 §4.3.5): when the HEAD response's validators and `Content-Length` agree with
+    /// it (``Validation/headResponse(_:canUpdate:storedContentLength:)``), its header fields are updated with the
+    /// HEAD response's (as a 304 updates them, RFC 9111 §3.2) and its times with the exchange's, and it is
+    /// written back with its body; otherwise it is out of date and removed. Nothing happens for other
+    /// responses, or when the request said `no-store`.
+    func updateStoredGET(afterHead response: HTTPResponse, context: RequestContext, requestTime: Date, responseTime: Date) async {
+        guard context.method == .head, response.status.code == 200, !context.directives.noStore,
+            configuration.rules.cacheableMethods.contains(.get)
+        else { return }
+        var request = context.request
+        request.method = .get
+        let getContext = RequestContext(
+            request: request, method: .get, body: nil, uri: context.uri, policy: context.policy,
+            directives: context.directives, transport: context.transport)
+        let lookup = await lookup(getContext)
+        guard let found = lookup.entry else { return }
+        let stored = found.entry
+        guard
+            Validation.headResponse(
+                response.headerFields, canUpdate: stored.response.headerFields,
+                storedContentLength: stored.body.readableBytes)
+        else {
+            log.debug("a HEAD response disagrees with the stored GET response: removed", metadata: [CachedNetworkingLogKeys.key: "\(found.key)"])
+            await store.remove([found.key])
+            return
+        }
+        var updated = stored.response
+        updated.headerFields = Validation.merging(stored.response.headerFields, with: response.headerFields)
+        _ = await storeResponse(
+            HTTPTransportResponse(response: updated, body: stored.body), context: getContext, lookup: lookup,
+            requestTime: requestTime, responseTime: responseTime, existing: found, storedAt: stored.storedAt)
     }
 
     /// Whether the origin's failure to answer lets `decision`'s stored response answer in its place

@@ -2,35 +2,11 @@ import HTTPCaching
 import HTTPTypes
 import NIOCore
 
-/// Range requests answered from stored complete responses (RFC 9110 §14, §13.1.5; RFC 9111 §3.4).
+/// Range requests answered from stored complete responses (RFC 9110 §14, §13.1.5), through
+/// ``CachedNetworking/respondConditional(_:body:policy:transport:)``: a `206` for one satisfiable range, a `416`
+/// for none, the whole `200` for several (RFC 9110 §14.2 lets a server ignore `Range`), for an invalid `Range` or
+/// another unit, or when `If-Range` does not match.
 extension CachedNetworking {
-    /// The answer to a request whose only conditional or partial fields are `Range` and `If-Range`; nil for a
-    /// request with other conditionals, which is forwarded as it is.
-    ///
-    /// The whole representation is looked up, validated or served as for the same request without those
-    /// fields, and the range is cut from it: a `206` for one satisfiable range, a `416` for none, the whole `200`
-    /// for several (RFC 9110 §14.2 lets a server ignore `Range`) or when `If-Range` does not match. On a miss the
-    /// range request goes to the origin as it is, and its answer is passed on without being stored. `Range` on
-    /// another method than GET, or that is not a valid `bytes` range, is ignored (§14.2), and so is `If-Range`
-    /// without `Range` (§13.1.5).
-    func respondToRange(
-        _ request: HTTPRequest,
-        method: HTTPRequest.Method,
-        body: ByteBuffer?,
-        policy: CachePolicy,
-        transport: (any HTTPTransport)?
-    ) async throws(CachedNetworkingError) -> CachedResponse? {
-        var whole = request
-        whole.headerFields[.range] = nil
-        whole.headerFields[.ifRange] = nil
-        guard !Validation.isConditionalOrPartial(whole) else { return nil }
-        guard method == .get, let ranges = ByteRanges(request) else {
-            return try await respond(whole, body: body, policy: policy, transport: transport)
-        }
-        let answer = try await respond(whole, body: body, policy: policy, transport: transport, rangeMiss: request)
-        return Self.part(of: answer, ranges: ranges, ifRange: request.headerFields[.ifRange])
-    }
-
     /// `ranges` of `answer` when it is a whole `200` that `ifRange` (if any) matches.
     static func part(of answer: CachedResponse, ranges: ByteRanges, ifRange: String?) -> CachedResponse {
         guard answer.response.status.code == 200 else { return answer }

@@ -119,7 +119,9 @@ public final class CachedNetworking: Sendable {
     ///
     /// GET and HEAD responses are stored by default. Other methods go to the origin, and an unsafe method's
     /// success invalidates the stored responses for its target (and same-origin `Location` and
-    /// `Content-Location`). Requests with their own conditionals or a `Range` are forwarded as they are.
+    /// `Content-Location`). A GET or HEAD with `If-None-Match` or `If-Modified-Since` is answered from the cache when a
+    /// stored response can be used, with `304 Not Modified` when the client's copy is current (RFC 9111 §4.3.2);
+    /// requests with `If-Match`, `If-Unmodified-Since`, `If-Range` or `Range` are forwarded as they are.
     ///
     /// A `transport` given here carries this call's origin requests instead of the cache's own transport: an
     /// integration that has its own way to the origin for each call (a client middleware's next step) passes it.
@@ -170,7 +172,9 @@ public final class CachedNetworking: Sendable {
         policy: CachePolicy,
         transport: (any HTTPTransport)?
     ) async throws(CachedNetworkingError) -> CachedResponse {
-        let response = try await respond(request, body: body, policy: policy, transport: transport)
+        var forwardedAsIs = false
+        let response = try await respond(
+            request, body: body, policy: policy, transport: transport, clientConditional: nil, forwardedAsIs: &forwardedAsIs)
         log.debug(
             "answered",
             metadata: [
@@ -181,14 +185,18 @@ public final class CachedNetworking: Sendable {
         return response
     }
 
-    /// The answer to `request`. With `rangeMiss`, the range request that `request` is the whole of: on a miss it
-    /// is forwarded as it is instead of fetching the whole representation.
-    func respond(
+    /// The answer to `request`.
+    ///
+    /// `clientConditional` is the client's request when `request` is that request without the conditions the
+    /// cache evaluates itself (see ``respondConditional(_:body:policy:transport:)``): then, when no
+    /// stored response can be used, `clientConditional` goes to the origin as it is, and `forwardedAsIs` is set.
+    private func respond(
         _ request: HTTPRequest,
         body: ByteBuffer?,
         policy: CachePolicy,
         transport: (any HTTPTransport)?,
-        rangeMiss: HTTPRequest? = nil
+        clientConditional: HTTPRequest?,
+        forwardedAsIs: inout Bool
     ) async throws(CachedNetworkingError) -> CachedResponse {
         guard let target = RequestTarget(request) else {
             throw CachedNetworkingError(.invalidRequest, "the request has no scheme or authority")
@@ -198,10 +206,12 @@ public final class CachedNetworking: Sendable {
             return try await forwardUncached(
                 request, body: body, uri: target.normalizedURI, reason: .method, through: transport)
         }
-        if Validation.isConditionalOrPartial(request) {
-            if let answer = try await respondToRange(request, method: target.method, body: body, policy: policy, transport: transport) {
-                return answer
-            }
+        switch ClientConditions.handling(of: request, method: target.method) {
+        case .unconditional:
+            break
+        case .evaluatedByCache:
+            return try await respondConditional(request, body: body, policy: policy, transport: transport)
+        case .forwarded:
             return try await forwardUncached(
                 request, body: body, uri: target.normalizedURI, reason: .bypass, through: transport)
         }
@@ -278,10 +288,52 @@ public final class CachedNetworking: Sendable {
         metrics.misses.increment()
         let reason: CacheStatus.ForwardReason =
             policy.base == .reloadIgnoringLocalCacheData ? .request : missLookup.varyMiss ? .varyMiss : .uriMiss
-        if let rangeMiss {
-            return try await forwardUncached(rangeMiss, body: body, uri: context.uri, reason: reason, through: transport)
+        if let clientConditional {
+            // No stored response to evaluate the client's conditions against: they are meant for the origin
+            // (RFC 9111 §4.3.2). The request goes as it is, alone (its answer depends on its own conditions); a
+            // full response that comes back is stored like any other.
+            forwardedAsIs = true
+            let forwarded = RequestContext(
+                request: clientConditional, method: context.method, body: body, uri: context.uri, policy: policy,
+                directives: directives, transport: transport)
+            return answer(try await fetchAndStore(forwarded, lookup: missLookup, forward: reason, fetchReason: "miss").get())
         }
         return try await fetchCoalesced(context, lookup: missLookup, forward: reason)
+    }
+
+    /// The answer to a GET or HEAD that carries `If-None-Match`, `If-Modified-Since`, `Range` or `If-Range`
+    /// (RFC 9111 §4.3.2, RFC 9110 §14).
+    ///
+    /// The request without those fields is answered as any other (a fresh stored response served, a stale one
+    /// validated with the cache's own validators and updated or replaced, a response fetched); then the client's
+    /// conditions are evaluated against that answer: `304 Not Modified` when they say the client's copy is
+    /// current, else a GET's range is cut from it (``part(of:ranges:ifRange:)``). Only when no stored response
+    /// could be used does the request go to the origin with the client's fields, whose answer is the origin's to
+    /// give and is passed on as it is (a whole `200` it sends instead of a range is still cut).
+    private func respondConditional(
+        _ request: HTTPRequest,
+        body: ByteBuffer?,
+        policy: CachePolicy,
+        transport: (any HTTPTransport)?
+    ) async throws(CachedNetworkingError) -> CachedResponse {
+        let conditions = ClientConditions(request.headerFields)
+        var forwardedAsIs = false
+        var answer = try await respond(
+            ClientConditions.removing(from: request), body: body, policy: policy, transport: transport,
+            clientConditional: request, forwardedAsIs: &forwardedAsIs)
+        if forwardedAsIs || !conditions.notModified(answer.response, responseTime: now()) {
+            // A range is cut after the conditions are evaluated (RFC 9110 §13.2.2), from a GET's whole response
+            // only (§14.2): from the stored or validated one, or from a whole one the origin sent instead.
+            guard request.method == .get, let ranges = ByteRanges(request) else { return answer }
+            return Self.part(of: answer, ranges: ranges, ifRange: request.headerFields[.ifRange])
+        }
+        metrics.notModifiedAnswers.increment()
+        answer.response = HTTPResponse(
+            status: .notModified, headerFields: ClientConditions.notModifiedFields(from: answer.headerFields))
+        answer.body = ByteBuffer()
+        // The answer has no body, so it names no stored body.
+        answer.entry = nil
+        return answer
     }
 
     /// The stored response of `found` served as it is, when `policy` or `decision` allow that without the origin
@@ -522,14 +574,21 @@ public final class CachedNetworking: Sendable {
             lookup.index = index
             let vary = Vary(fieldNames: index.fieldNames)
             let values = vary.selectingValues(from: context.request.headerFields)
-            let variantKey = CacheKeys.variantKey(
-                entryKey: entryKey, nonce: index.nonce, secondaryKey: vary.secondaryKey(values: values))
+            let hash = CacheKeys.variantHash(secondaryKey: vary.secondaryKey(values: values))
+            let variantKey = CacheKeys.variantKey(entryKey: entryKey, nonce: index.nonce, hash: hash)
             guard let variantRead = await store.getEnvelope(variantKey, rules: configuration.rules).value else { return lookup }
             if case .found(let variant) = variantRead, let response = variant.response,
                 response.entry.method == method, response.entry.uri == context.uri,
                 response.entry.varyValues.map(\.0) == vary.fieldNames, response.entry.varyValues.map(\.1) == values
             {
                 lookup.entry = FoundEntry(stored: response, key: variantKey)
+                // Its use, for the bound on variants (an index write at most once a minute per variant).
+                var touched = index
+                if await recordVariantUse(
+                    hash, in: &touched, entryKey: entryKey, ttl: storeTTL(response.prepared).ttl, mustWrite: false)
+                {
+                    lookup.index = touched
+                }
             } else {
                 if case .missing = variantRead {} else { metrics.corruptEntries.increment() }
                 lookup.varyMiss = true

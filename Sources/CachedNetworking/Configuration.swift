@@ -45,6 +45,10 @@ extension CachedNetworking {
         public var staleWhenDisconnected: Duration = .zero
         /// Shortest life of the small record that lists a URL's `Vary` field names.
         public var varyIndexLifetime: Duration = .seconds(86_400)
+        /// The most `Vary` variants kept for one URL (and method). Storing one more removes the least recently
+        /// used one (recency is kept to the minute: a variant served again and again rewrites the URL's index at
+        /// most once a minute). Values below 1 count as 1. Default 32.
+        public var maximumVariantsPerURL: Int = 32
         /// URLs longer than this (in UTF-8 bytes) are keyed by a prefix and a hash.
         public var maximumKeyURLLength: Int = 256
         /// Where metrics go; nil for the factory bootstrapped in `MetricsSystem`.

@@ -28,6 +28,12 @@ public enum CachedNetworkingMetrics {
     public static let bytes = "cached_networking_bytes_total"
     /// Responses written to the store.
     public static let stores = "cached_networking_stores_total"
+    /// `304 Not Modified` answers the cache made itself to clients' `If-None-Match` and `If-Modified-Since`
+    /// (RFC 9111 §4.3.2).
+    public static let notModifiedAnswers = "cached_networking_not_modified_answers_total"
+    /// `Vary` variants removed because their URL had ``CachedNetworking/Configuration/maximumVariantsPerURL``
+    /// others used more recently.
+    public static let variantsEvicted = "cached_networking_variants_evicted_total"
     /// Keys a ``RESPStore`` answered from its near cache (see ``RESPStore/NearCache``).
     public static let nearCacheHits = "cached_networking_near_cache_hits_total"
     /// Keys a ``RESPStore`` with a near cache had to read from the server.
@@ -92,6 +98,8 @@ struct CacheMetrics: Sendable {
     let misses: Counter
     let corruptEntries: Counter
     let stores: Counter
+    let notModifiedAnswers: Counter
+    let variantsEvicted: Counter
     private let revalidations: [String: Counter]
     private let staleServedCounters: [String: Counter]
     private let coalescedWaits: [String: Counter]
@@ -121,6 +129,8 @@ struct CacheMetrics: Sendable {
         misses = make(Names.misses)
         corruptEntries = make(Names.corruptEntries)
         stores = make(Names.stores)
+        notModifiedAnswers = make(Names.notModifiedAnswers)
+        variantsEvicted = make(Names.variantsEvicted)
         revalidations = family(Names.revalidations, Names.Dimension.result, ["not_modified", "modified", "error"])
         staleServedCounters = family(Names.staleServed, Names.Dimension.reason, ["max_stale", "stale_while_revalidate", "stale_if_error", "disconnected", "policy"])
         coalescedWaits = family(Names.coalescedWaits, Names.Dimension.scope, ["process", "lease"])

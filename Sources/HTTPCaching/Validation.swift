@@ -3,8 +3,8 @@ public import HTTPTypes
 /// Validation of stored responses: conditional requests and updating after `304 Not Modified`
 /// (RFC 9111 §4.3).
 public enum Validation {
-    /// Header fields that make a client's request conditional or partial. A cache forwards such requests as
-    /// they are instead of answering them from storage.
+    /// Header fields that make a client's request conditional or partial. (A cache evaluates `If-None-Match` and
+    /// `If-Modified-Since` itself and forwards the others: see ``ClientConditions``.)
     public static let conditionalRequestFields: [HTTPField.Name] = [
         .ifNoneMatch, .ifModifiedSince, .ifMatch, .ifUnmodifiedSince, .ifRange, .range,
     ]
@@ -75,6 +75,36 @@ public enum Validation {
 
     private static func weakTag(_ tag: Substring) -> Substring {
         tag.hasPrefix("W/") ? tag.dropFirst(2) : tag
+    }
+
+    /// Whether a `200` to a HEAD request may update a stored GET response (RFC 9111 §4.3.5): every validator the
+    /// HEAD response carries (`ETag`, compared as the same entity tag; `Last-Modified`, compared as the same
+    /// date) has the same value in the stored response, and its `Content-Length`, when it has one, is the stored
+    /// response's (its `Content-Length`, else the length of its stored content). A HEAD response with none of
+    /// the three says nothing about the stored content: it may not update it (stricter than the section, which
+    /// would let it), and the stored response is to be considered stale.
+    /// - Parameters:
+    ///   - head: The HEAD response's header fields.
+    ///   - stored: The stored GET response's header fields.
+    ///   - storedContentLength: The length of the stored content.
+    public static func headResponse(_ head: HTTPFields, canUpdate stored: HTTPFields, storedContentLength: Int) -> Bool {
+        var compared = false
+        if let etag = head[.eTag] {
+            compared = true
+            guard let storedTag = stored[.eTag], etag.trimmingOWS() == storedTag.trimmingOWS() else { return false }
+        }
+        if let lastModified = head[.lastModified] {
+            compared = true
+            guard let storedLastModified = stored[.lastModified], let modified = HTTPDate.parse(lastModified),
+                HTTPDate.parse(storedLastModified) == modified
+            else { return false }
+        }
+        if let length = head[.contentLength] {
+            compared = true
+            let storedLength = stored[.contentLength].flatMap { Int($0.trimmingOWS()) } ?? storedContentLength
+            guard Int(length.trimmingOWS()) == storedLength else { return false }
+        }
+        return compared
     }
 
     /// Header fields that a 304 does not replace in the stored response (RFC 9111 §3.2): `Content-Length`,

@@ -9,7 +9,8 @@
 /// - Every field: its field lines combine into one comma-separated list (RFC 9110 §5.3); whitespace around the
 ///   members goes, empty members go, runs of whitespace inside a member become one space.
 /// - `Accept-Encoding`, `Accept-Charset`, `Accept-Language`: their tokens are case-insensitive, so the whole
-///   value is lowercased.
+///   value is lowercased. In `Accept-Encoding`, `x-gzip` is written `gzip` and `x-compress` `compress`: RFC 9110
+///   §8.4.1 asks recipients to take them as equivalent.
 /// - The same three and `Accept` are lists of weighted members (RFC 9110 §12.4.2, §12.5): whitespace around `;`
 ///   and `=` goes, parameter names are lowercased (and `Accept`'s media type, RFC 9110 §8.3.1; its parameter
 ///   values are kept as sent), the weight is written in one way (`q=0.50` is `q=0.5`; a trailing `q=1` is the
@@ -22,7 +23,7 @@ enum VaryNormalization {
     /// The canonical form of `values`, the field lines of the request field `name` (lowercased).
     static func normalize(_ values: [String], field name: String) -> String {
         switch name {
-        case "accept-encoding": weighted(values, lowercased: true, sortsTies: true)
+        case "accept-encoding": weighted(values, lowercased: true, sortsTies: true, codings: true)
         case "accept-charset", "accept-language": weighted(values, lowercased: true, sortsTies: false)
         case "accept": weighted(values, lowercased: false, sortsTies: false)
         default: members(values).joined(separator: ",")
@@ -43,11 +44,12 @@ enum VaryNormalization {
 
     /// A weighted list in canonical form. `lowercased`: the whole member is case-insensitive (otherwise only the
     /// value before the parameters and the parameter names are). `sortsTies`: members of equal weight are sorted
-    /// too, as their order carries no meaning.
-    private static func weighted(_ values: [String], lowercased: Bool, sortsTies: Bool) -> String {
+    /// too, as their order carries no meaning. `codings`: the members are content codings, whose aliases are
+    /// written as the codings they stand for.
+    private static func weighted(_ values: [String], lowercased: Bool, sortsTies: Bool, codings: Bool = false) -> String {
         var entries: [(text: String, weight: Int?)] = []
         for member in members(values) {
-            entries.append(weightedMember(lowercased ? member.lowercased() : member))
+            entries.append(weightedMember(lowercased ? member.lowercased() : member, codings: codings))
         }
         // A weight that is not a qvalue leaves the preference unclear: the list stays as sent.
         guard entries.allSatisfy({ $0.weight != nil }) else { return entries.map(\.text).joined(separator: ",") }
@@ -62,9 +64,10 @@ enum VaryNormalization {
 
     /// One member (`value *( OWS ";" OWS name=value )`) in canonical form, and its weight in thousandths (1000
     /// when it has none; nil when its `q` is not a qvalue).
-    private static func weightedMember(_ member: String) -> (text: String, weight: Int?) {
+    private static func weightedMember(_ member: String, codings: Bool) -> (text: String, weight: Int?) {
         let parts = CacheDirective.splitList(member, separator: ";")
         var text = String(parts[0].trimmingOWS()).lowercased()
+        if codings, let coding = codingAliases[text] { text = coding }
         var weight: Int? = 1000
         var parameters: [(name: String, value: String)] = []
         for part in parts.dropFirst() {
@@ -87,6 +90,10 @@ enum VaryNormalization {
         for (name, value) in parameters { text += value.isEmpty ? ";\(name)" : ";\(name)=\(value)" }
         return (text, weight)
     }
+
+    /// Content codings a recipient should take as others (RFC 9110 §8.4.1.1, §8.4.1.3): `x-compress` is
+    /// `compress`, `x-gzip` is `gzip`.
+    static let codingAliases: [String: String] = ["x-gzip": "gzip", "x-compress": "compress"]
 
     /// A qvalue (RFC 9110 §12.4.2: `0`, `0.` and up to three digits, `1`, `1.` and up to three zeros) in
     /// thousandths; nil for anything else.

@@ -28,6 +28,44 @@ struct EnvelopeTests {
         #expect(CacheEnvelope.decode(CacheEnvelope.varyIndex(index).encoded()) == .varyIndex(index))
     }
 
+    @Test("a vary index lists its variants, least recently used first")
+    func indexWithVariants() {
+        var index = CacheEnvelope.VaryIndex(nonce: 42, method: "GET", uri: "https://e/x", fieldNames: ["accept"])
+        index.variants = [.init(hash: 1, lastUsed: 100), .init(hash: .max, lastUsed: 160)]
+        let bytes = CacheEnvelope.varyIndex(index).encoded()
+        #expect(bytes.getInteger(at: 5, as: UInt8.self) == 3)
+        #expect(CacheEnvelope.decode(bytes) == .varyIndex(index))
+    }
+
+    @Test("a vary index of kind 2 (written before variants were listed) still reads, with no variants")
+    func indexKindTwo() {
+        let index = CacheEnvelope.VaryIndex(nonce: 9, method: "GET", uri: "https://e/y", fieldNames: ["accept"])
+        // Kind 3 with an empty list is kind 2 and two more bytes (the count).
+        var bytes = Array(CacheEnvelope.varyIndex(index).encoded().readableBytesView.dropLast(10))
+        bytes[5] = 2
+        let checksum = bytes.withUnsafeBytes { CacheEnvelope.checksum($0, version: 2) }
+        var buffer = ByteBuffer(bytes: bytes)
+        buffer.writeInteger(checksum)
+        #expect(CacheEnvelope.decode(buffer) == .varyIndex(index))
+    }
+
+    @Test("recording a variant's use: new ones are appended, the least recently used beyond the limit evicted")
+    func recordUse() {
+        var index = CacheEnvelope.VaryIndex(nonce: 1, method: "GET", uri: "https://e/", fieldNames: ["accept"])
+        #expect(index.recordUse(of: 10, at: 0, limit: 2, granularity: 60) == (true, []))
+        #expect(index.recordUse(of: 20, at: 5, limit: 2, granularity: 60) == (true, []))
+        // Used again within the granularity: nothing to write.
+        #expect(index.recordUse(of: 10, at: 59, limit: 2, granularity: 60) == (false, []))
+        // A minute later it moves to the recent end.
+        #expect(index.recordUse(of: 10, at: 60, limit: 2, granularity: 60) == (true, []))
+        #expect(index.variants.map(\.hash) == [20, 10])
+        // A third variant evicts the least recently used one.
+        #expect(index.recordUse(of: 30, at: 61, limit: 2, granularity: 60) == (true, [20]))
+        #expect(index.variants == [.init(hash: 10, lastUsed: 60), .init(hash: 30, lastUsed: 61)])
+        // A limit below one counts as one.
+        #expect(index.recordUse(of: 40, at: 62, limit: 0, granularity: 60) == (true, [10, 30]))
+    }
+
     @Test("the envelope starts with the magic and the format version")
     func header() {
         let bytes = Array(CacheEnvelope.response(entry).encoded().readableBytesView)

@@ -102,6 +102,18 @@ struct RangeScenarioTests {
         }
     }
 
+    @Test("RFC 9110 §13.2.2: If-None-Match is evaluated before Range", arguments: StoreUnderTest.allCases)
+    func conditionsBeforeRange(_ kind: StoreUnderTest) async throws {
+        try await withStoredDigits(kind) { cache, origin, _ in
+            let current = try await cache.run(Self.request([(.range, "bytes=0-1"), (.ifNoneMatch, "\"v1\"")]))
+            #expect(current.response.status == .notModified)
+            let other = try await cache.run(Self.request([(.range, "bytes=0-1"), (.ifNoneMatch, "\"v0\"")]))
+            #expect(other.response.status == .partialContent)
+            #expect(String(buffer: other.body) == "01")
+            #expect(origin.requestCount(for: Self.url) == 1)
+        }
+    }
+
     @Test("RFC 9111 §4.3.1: a stale stored response is validated with the cache's own validators, then cut",
           arguments: StoreUnderTest.allCases)
     func staleValidatedThenCut(_ kind: StoreUnderTest) async throws {

@@ -112,4 +112,32 @@ struct ValidationTests {
         let input = fields([("Content-Type", "text/plain"), ("ETag", "\"1\""), ("X-Connection", "close")])
         #expect(HopByHop.removing(from: input) == input)
     }
+
+    static let storedGET = fields([
+        ("ETag", "\"v1\""), ("Last-Modified", "Sun, 31 Dec 2023 00:00:00 GMT"), ("Content-Length", "4"),
+    ])
+
+    @Test("RFC 9111 §4.3.5: a HEAD response whose validators and Content-Length agree may update the stored GET")
+    func headAgrees() {
+        #expect(Validation.headResponse(fields([("ETag", "\"v1\"")]), canUpdate: Self.storedGET, storedContentLength: 4))
+        #expect(Validation.headResponse(
+            fields([("ETag", " \"v1\""), ("Last-Modified", "Sunday, 31-Dec-23 00:00:00 GMT"), ("Content-Length", "4")]),
+            canUpdate: Self.storedGET, storedContentLength: 4))
+        // Without a stored Content-Length, the stored content's length counts.
+        #expect(Validation.headResponse(
+            fields([("Content-Length", "4")]), canUpdate: fields([("ETag", "\"v1\"")]), storedContentLength: 4))
+    }
+
+    @Test("RFC 9111 §4.3.5: a HEAD response whose validators or Content-Length differ, or that has none, may not")
+    func headDisagrees() {
+        for head in [
+            [("ETag", "\"v2\"")], [("ETag", "W/\"v1\"")], [("Last-Modified", "Mon, 01 Jan 2024 00:00:00 GMT")],
+            [("ETag", "\"v1\""), ("Content-Length", "5")], [("Last-Modified", "not a date")], [("Content-Type", "text/plain")],
+        ] {
+            #expect(!Validation.headResponse(fields(head), canUpdate: Self.storedGET, storedContentLength: 4), "\(head)")
+        }
+        #expect(!Validation.headResponse(
+            fields([("Content-Length", "5")]), canUpdate: fields([("ETag", "\"v1\"")]), storedContentLength: 4))
+        #expect(!Validation.headResponse(fields([("ETag", "\"v1\"")]), canUpdate: fields([]), storedContentLength: 4))
+    }
 }

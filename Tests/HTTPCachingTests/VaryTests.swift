@@ -126,4 +126,12 @@ struct VaryTests {
         let values = vary.selectingValues(from: fields([("Accept-Encoding", "gzip")]))
         #expect(vary.secondaryKey(values: values) == "accept-encoding=gzip\naccept-language")
     }
+
+    @Test("RFC 9110 §8.4.1.3: x-gzip in Accept-Encoding is gzip (and §8.4.1.1: x-compress is compress)")
+    func codingAliases() {
+        #expect(normalized("Accept-Encoding", ["x-gzip, br"]) == normalized("Accept-Encoding", ["gzip, br"]))
+        #expect(normalized("Accept-Encoding", ["X-GZIP;q=0.5, x-compress"]) == "compress,gzip;q=0.5")
+        // Only as a content coding: other fields keep the token.
+        #expect(normalized("Accept", ["x-gzip"]) == "x-gzip")
+    }
 }

@@ -218,15 +218,21 @@ package enum StringCommands {
             return
         }
         c.keyModified(1)
-        if existing == nil { c.keyCreated(1) }
-        c.notify(.string, "set", key: 1)
-        if case .at = ttl { c.notify(.generic, "expire", key: 1) }
+        if c.server.notifications.isActive { notifySet(&c, created: existing == nil, ttl: ttl) }
         if !get {
             if okReply != nil { c.integer(1) } else { c.ok() }
         }
     }
 
-    static func setnx(_ c: inout CommandContext) {
+    /// SET's events: `new` for a key it created, `set`, and `expire` when it gave a TTL.
+    @inline(never)
+    static func notifySet(_ c: inout CommandContext, created: Bool, ttl: Shard.TTLChange) {
+        if created { c.keyCreated(1) }
+        c.notify(.string, "set", key: 1)
+        if case .at = ttl { c.notify(.generic, "expire", key: 1) }
+    }
+
+        static func setnx(_ c: inout CommandContext) {
         setGeneric(&c, value: 2, ttl: .clear, nx: true, xx: false, get: false, okReply: true)
     }
 

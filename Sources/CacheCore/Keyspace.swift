@@ -21,7 +21,7 @@ public final class Keyspace: Sendable {
     public init(databases databaseCount: Int) {
         precondition(databaseCount >= 1)
         let (budget, removals) = (self.budget, self.removals)
-        databases = (0..<databaseCount).map { _ in Database(budget: budget, removals: removals) }
+        databases = (0..<databaseCount).map { Database(budget: budget, removals: removals, number: $0) }
     }
 
     /// Keys evicted to make room, across all databases (INFO's `evicted_keys`).
@@ -351,10 +351,12 @@ public final class Database: Sendable {
     /// The shards the sweeper has to visit.
     package let sweepMarks = SweepMarks()
 
-    package init(budget: MemoryBudget = MemoryBudget(), removals: RemovalFeed = RemovalFeed()) {
+    package init(budget: MemoryBudget = MemoryBudget(), removals: RemovalFeed = RemovalFeed(), number: Int = 0) {
         precondition(Keyspace.shardCount <= SweepMarks.capacity)
         let marks = sweepMarks
-        shards = (0..<Keyspace.shardCount).map { Shard(budget: budget, removals: removals, sweepMarks: marks, index: $0) }
+        shards = (0..<Keyspace.shardCount).map {
+            Shard(budget: budget, removals: removals, sweepMarks: marks, index: $0, database: number)
+        }
     }
 
     /// The shard that holds keys with this hash.

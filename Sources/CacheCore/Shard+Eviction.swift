@@ -155,7 +155,7 @@ extension Shard {
     }
 
     private func evict(at index: Int) {
-        if removals.isEnabled { removals.record(entry(at: index).key) }
+        if removals.isEnabled { removals.record(entry(at: index).key, database: database, reason: .evicted) }
         remove(at: index)
         evictedKeys &+= 1
     }

@@ -77,6 +77,9 @@ public final class Shard: @unchecked Sendable {
     /// Where keys this shard removes on its own (expired, evicted) are reported, when anyone listens. Last,
     /// so that the fields every lookup reads keep their places.
     package let removals: RemovalFeed
+    /// The number of the database this shard belongs to (SWAPDB swaps contents, not shards), for the removals
+    /// it reports.
+    package let database: Int
 
     /// Slots in the table (0 before the first insert).
     package var tableCapacity: Int { capacity }
@@ -93,10 +96,11 @@ public final class Shard: @unchecked Sendable {
 
     package init(
         budget: MemoryBudget = MemoryBudget(), removals: RemovalFeed = RemovalFeed(), sweepMarks: SweepMarks? = nil,
-        index: Int = 0
+        index: Int = 0, database: Int = 0
     ) {
         self.budget = budget
         self.removals = removals
+        self.database = database
         self.sweepMarks = sweepMarks
         self.sweepIndex = index
         randomState = UInt64(UInt(bitPattern: ObjectIdentifier(budget).hashValue)) &* 0x9E37_79B9_7F4A_7C15 | 1
@@ -164,7 +168,7 @@ public final class Shard: @unchecked Sendable {
     /// Removes the entry in slot `index` because its time is up: counts it in ``expiredKeys`` and reports it
     /// to ``removals``.
     @usableFromInline package func removeExpired(at index: Int) {
-        if removals.isEnabled { removals.record(Self.unpack(slots![index]).key) }
+        if removals.isEnabled { removals.record(Self.unpack(slots![index]).key, database: database, reason: .expired) }
         remove(at: index)
         expiredKeys &+= 1
     }

@@ -55,10 +55,11 @@ final class Harness {
     }
 
     /// Runs the part of the sweeper that tells tracking clients about keys expiry and eviction removed, and
-    /// enforces `tracking-table-max-keys`.
+    /// enforces `tracking-table-max-keys`, and publishes their keyspace notifications.
     func sweep() {
         server.keyspace.sweepExpired(now: now)
         server.sendBackgroundInvalidations(tableLimit: server.config.trackingTableMaxKeys)
+        server.notifications.publishBackgroundRemovals()
     }
 
     /// Runs one command and returns every value it wrote: its reply, and any message written to the same

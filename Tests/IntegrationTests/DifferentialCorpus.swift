@@ -25,6 +25,8 @@ struct CorpusEntry: Sendable {
         case rawUntilClose(bytes: [UInt8])
         /// Close both connections and open fresh ones (RESP2, database 0, no name).
         case reconnect
+        /// Send `arguments` on the subscriber connections (opened on first use) and compare what they answer.
+        case subscriber(arguments: [[UInt8]], comparison: ReplyComparison)
     }
 
     let line: Int
@@ -83,6 +85,17 @@ enum CorpusParser {
                     guard entries.isEmpty else { throw fail("!absent must come before the first command") }
                     guard tokens.count > 1 else { throw fail("!absent needs at least one command name") }
                     absent += tokens.dropFirst().map { $0.text.uppercased() }
+                case "!subscriber":
+                    var rest = Array(tokens.dropFirst())
+                    var comparison: ReplyComparison = []
+                    while let first = rest.first, !first.quoted, first.text == "?" || first.text == "~" {
+                        comparison.insert(first.text == "?" ? .ignoreIntegers : .unordered)
+                        rest.removeFirst()
+                    }
+                    guard !rest.isEmpty else { throw fail("!subscriber needs a command") }
+                    entries.append(CorpusEntry(
+                        line: lineNumber, text: trimmed,
+                        action: .subscriber(arguments: rest.map(\.bytes), comparison: comparison)))
                 case "!reconnect":
                     guard tokens.count == 1 else { throw fail("!reconnect takes no arguments") }
                     entries.append(CorpusEntry(line: lineNumber, text: trimmed, action: .reconnect))

@@ -74,6 +74,15 @@ struct DifferentialTests {
             return
         }
         #expect(bytes == Array("PING\r\nPING\r\n".utf8))
+        let subscriber = try CorpusParser.parse(name: "t", contents: "!subscriber ? HELLO 3\n!subscriber PSUBSCRIBE \"?\"\n")
+        guard case .subscriber(let hello, .ignoreIntegers) = subscriber.entries[0].action,
+            case .subscriber(let psubscribe, []) = subscriber.entries[1].action
+        else {
+            Issue.record("not subscriber entries: \(subscriber.entries)")
+            return
+        }
+        #expect(hello == [Array("HELLO".utf8), Array("3".utf8)] && psubscribe == [Array("PSUBSCRIBE".utf8), Array("?".utf8)])
+        #expect(throws: CorpusSyntaxError.self) { try CorpusParser.parse(name: "t", contents: "!subscriber ?\n") }
         #expect(throws: CorpusSyntaxError.self) { try CorpusParser.parse(name: "t", contents: "GET a\n!absent lpush\n") }
         #expect(throws: CorpusSyntaxError.self) { try CorpusParser.parse(name: "t", contents: "!raw x \"PING\\r\\n\"\n") }
     }
@@ -193,6 +202,36 @@ struct DifferentialRun {
         }
 
         var mismatches = 0
+        // The subscriber connections of `!subscriber`, once opened: after every entry, what they received is
+        // compared too.
+        var subscribers: (reference: DifferentialConnection, candidate: DifferentialConnection)?
+        func compareSubscribers(_ entry: CorpusEntry, comparison: ReplyComparison = []) -> Bool {
+            guard let pair = subscribers else { return true }
+            switch Self.drain(reference: pair.reference, candidate: pair.candidate) {
+            case .failure(let problem):
+                Issue.record(
+                    "\(file.name):\(entry.line): subscriber after this entry: \(problem)", sourceLocation: location(entry))
+                return false
+            case .success(let (expected, received)):
+                if transcript {
+                    print("    subscriber -> \(expected.map { Escaped.render($0) }.joined(separator: " "))")
+                }
+                let equal = expected.count == received.count
+                    && zip(expected, received).allSatisfy { Self.same(.bytes($0, closed: false), .bytes($1, closed: false), comparison) }
+                if !equal {
+                    mismatches += 1
+                    Issue.record(
+                        """
+                        \(file.name):\(entry.line): the subscriber received different messages
+                          \(entry.text)
+                          redis-server:  \(expected.map { Escaped.render($0) }.joined(separator: " "))
+                          \(candidateName): \(received.map { Escaped.render($0) }.joined(separator: " "))
+                        """,
+                        sourceLocation: location(entry))
+                }
+                return true
+            }
+        }
         for entry in file.entries {
             let referenceReply: Received
             let candidateReply: Received
@@ -203,6 +242,15 @@ struct DifferentialRun {
             switch entry.action {
             case .reconnect:
                 (ref, cand) = try connect()
+                continue
+            case .subscriber(let arguments, let c):
+                if subscribers == nil {
+                    subscribers = (try DifferentialConnection(port: reference.port), try DifferentialConnection(port: candidate.port))
+                }
+                let bytes = DifferentialConnection.multibulk(arguments)
+                guard subscribers!.reference.send(bytes), subscribers!.candidate.send(bytes),
+                    compareSubscribers(entry, comparison: c)
+                else { return }
                 continue
             case .command(let arguments, let c, let id):
                 comparison = c
@@ -267,10 +315,55 @@ struct DifferentialRun {
                 return
             }
             if expectClose { (ref, cand) = try connect() }
+            guard compareSubscribers(entry) else { return }
         }
         if mismatches > Self.reportLimit {
             Issue.record("\(file.name): \(mismatches) mismatches in all; only the first \(Self.reportLimit) are shown")
         }
+    }
+
+    /// What each subscriber connection received since the last call: the replies up to the reply to a PING
+    /// sent now, that reply left out. The reference's are read until its PING reply; the candidate's are
+    /// read as many, and its PING reply may come anywhere among them: the order of a message published by
+    /// another connection and a reply to the subscriber's own PING is the event loops', not the server's.
+    static func drain(
+        reference: DifferentialConnection, candidate: DifferentialConnection
+    ) -> Result<([[UInt8]], [[UInt8]]), DrainProblem> {
+        let ping = DifferentialConnection.multibulk([Array("PING".utf8)])
+        let pongs = [Array("*2\r\n$4\r\npong\r\n$0\r\n\r\n".utf8), Array("+PONG\r\n".utf8)]
+        guard reference.send(ping), candidate.send(ping) else { return .failure(DrainProblem("connection closed")) }
+        var expected: [[UInt8]] = []
+        while true {
+            guard case .bytes(let reply, false) = reference.readReplies(1) else {
+                return .failure(DrainProblem("redis-server did not answer PING"))
+            }
+            if pongs.contains(reply) { break }
+            expected.append(reply)
+            if expected.count > 10_000 { return .failure(DrainProblem("redis-server sent no end of messages")) }
+        }
+        var received: [[UInt8]] = []
+        var sawPong = false
+        for _ in 0...expected.count {
+            let next = candidate.readReplies(1)
+            guard case .bytes(let reply, false) = next else {
+                return .failure(DrainProblem("cached-server: \(next) after \(received.map { Escaped.render($0) })"))
+            }
+            if !sawPong && pongs.contains(reply) { sawPong = true } else { received.append(reply) }
+        }
+        if !sawPong {
+            // More messages than the reference: the ones up to the PING reply are what differs.
+            while received.count < expected.count + 100 {
+                guard case .bytes(let reply, false) = candidate.readReplies(1) else { break }
+                if pongs.contains(reply) { break }
+                received.append(reply)
+            }
+        }
+        return .success((expected, received))
+    }
+
+    struct DrainProblem: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
     }
 
     static func same(_ a: Received, _ b: Received, _ comparison: ReplyComparison) -> Bool {

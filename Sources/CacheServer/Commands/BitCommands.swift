@@ -61,6 +61,7 @@ enum BitCommands {
             shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
             value = shard.entry(at: index).mutableValue
             grew = true
+            c.keyCreated(1)
         }
         let previous = value[byte] & mask != 0
         if on == 1 { value[byte] |= mask } else { value[byte] &= ~mask }
@@ -68,6 +69,7 @@ enum BitCommands {
         if grew || previous != (on == 1) {
             if !grew { shard.countChange() }
             c.keyModified(1)
+            c.notify(.string, "setbit", key: 1)
         }
         c.integer(previous ? 1 : 0)
     }
@@ -83,7 +85,10 @@ enum BitCommands {
         defer { shard.lock.unlock() }
         let found = shard.lookup(c.arguments[1], hash: hash, now: c.now)
         shard.countLookup(found: found != nil)
-        guard let index = found else { return c.integer(missing) }
+        guard let index = found else {
+            c.keyMissed(1)
+            return c.integer(missing)
+        }
         c.accessed(shard, index)
         body(&c, shard.entry(at: index).value)
     }
@@ -263,6 +268,7 @@ enum BitCommands {
                 sources.append(value)
                 length = max(length, value.count)
             } else {
+                c.keyMissed(i)
                 sources.append(nil)
             }
         }
@@ -275,6 +281,7 @@ enum BitCommands {
             if let existing {
                 destinationShard.remove(at: existing)
                 c.keyModified(2)
+                c.notify(.generic, "del", key: 2)
             }
             return c.integer(0)
         }
@@ -319,6 +326,8 @@ enum BitCommands {
         guard stored else { return c.error(ReplyError.outOfMemory) }
         destinationShard.adopt(a[2], hash: destinationHash, flags: Entry.modifiedInPlaceFlag)
         c.keyModified(2)
+        if existing == nil { c.keyCreated(2) }
+        c.notify(.string, "set", key: 2)
         c.integer(length)
     }
 }

@@ -55,6 +55,8 @@ enum BitFieldCommands {
             if let index = found {
                 c.accessed(shard, index)
                 value = shard.entry(at: index).value
+            } else {
+                c.keyMissed(1)
             }
             c.arrayHeader(operations.count)
             for op in operations { c.integer(Int(read(value, op))) }
@@ -87,6 +89,7 @@ enum BitFieldCommands {
             shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
             value = shard.entry(at: index).mutableValue
             grew = true
+            c.keyCreated(1)
         }
         c.arrayHeader(operations.count)
         // As Redis: a SET or INCRBY is a change of the key when it changed the field, or when the value was
@@ -110,6 +113,7 @@ enum BitFieldCommands {
         guard changed else { return }
         if !grew { shard.countChange() }
         c.keyModified(1)
+        c.notify(.string, "setbit", key: 1)
     }
 
     /// The subcommands after the key, or nil after replying with the first error, as Redis reads them: all of

@@ -128,6 +128,32 @@ package struct CommandContext {
         session.flushedKeys = true
     }
 
+    // MARK: keyspace notifications
+
+    /// Publishes keyspace event `event` of class `type` about the key in argument `index` (in database `db`,
+    /// the client's by default), when `notify-keyspace-events` has that class on: otherwise one relaxed load.
+    @inline(__always)
+    package mutating func notify(_ type: KeyspaceEventFlags, _ event: StaticString, key index: Int, db: Int? = nil) {
+        if server.notifications.publishes(type) { publishEvent(event, key: arguments[index], db: db ?? session.db) }
+    }
+
+    /// A read that did not find the key in argument `index` (Redis's `keymiss` event, class `m`).
+    @inline(__always)
+    package mutating func keyMissed(_ index: Int) {
+        if server.notifications.publishes(.keyMiss) { publishEvent("keymiss", key: arguments[index], db: session.db) }
+    }
+
+    /// A write that created the key in argument `index` (Redis's `new` event, class `n`).
+    @inline(__always)
+    package mutating func keyCreated(_ index: Int, db: Int? = nil) {
+        if server.notifications.publishes(.newKey) { publishEvent("new", key: arguments[index], db: db ?? session.db) }
+    }
+
+    @inline(never)
+    mutating func publishEvent(_ event: StaticString, key: UnsafeRawBufferPointer, db: Int) {
+        server.notifications.publish(event, key: key, db: db, current: session, reply: &reply)
+    }
+
     /// The hash of argument `index`, used as a key.
     @inline(__always)
     package func hash(_ index: Int) -> UInt64 {

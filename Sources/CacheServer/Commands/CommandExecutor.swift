@@ -106,6 +106,8 @@ package enum CommandExecutor {
         command.handler(&context)
         if counted { ranFor = monotonicNanoseconds() - started }
         replyEnd = context.reply.writerIndex
+        // Keys the command's lookups expired (or its evictions removed) and no event of its own published yet.
+        if server.notifications.isActive { publishRemovals(&context) }
         if context.tracking { finishTracking(index, &context) }
         reply = context.reply
         // As Redis 7.0 does, MONITOR sees a command once it has run (so SELECT shows the new database), and
@@ -349,6 +351,12 @@ package enum CommandExecutor {
         // As Redis: once EXEC is bound to fail, the commands are answered but not kept.
         if !session.transactionRefused && !session.isWatchDirty { session.queue(arguments, flags: command.flags) }
         reply.writeRESPSimpleString("QUEUED")
+    }
+
+    /// Publishes the `expired` and `evicted` events of keys removed while the command ran.
+    @inline(never)
+    static func publishRemovals(_ context: inout CommandContext) {
+        context.server.notifications.publishRemovals(current: context.session, reply: &context.reply)
     }
 
     /// Sends the invalidations of a command that modified keys (or ran while evicted keys wait), and does a

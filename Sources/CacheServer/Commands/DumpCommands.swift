@@ -12,6 +12,7 @@ enum DumpCommands {
         let found = shard.lookup(c.arguments[1], hash: hash, now: c.now)
         shard.countLookup(found: found != nil)
         guard let index = found else {
+            c.keyMissed(1)
             shard.lock.unlock()
             return c.null()
         }
@@ -83,6 +84,7 @@ enum DumpCommands {
             if let existing {
                 shard.remove(at: existing)
                 c.keyModified(1)
+                c.notify(.generic, "del", key: 1)
             }
             return c.ok()
         }
@@ -94,6 +96,9 @@ enum DumpCommands {
         // A new key as far as eviction goes, with the access history asked for.
         shard.restoreAccess(index, idleSeconds: idle, frequency: frequency, now: c.now)
         c.keyModified(1)
+        // As Redis: a new key, even when it replaced one.
+        c.keyCreated(1)
+        c.notify(.generic, "restore", key: 1)
         c.ok()
     }
 }

@@ -15,6 +15,7 @@ package enum KeyCommands {
                 shard.remove(at: index)
                 removed += 1
                 c.keyModified(i)
+                c.notify(.generic, "del", key: i)
             }
             shard.lock.unlock()
         }
@@ -37,6 +38,7 @@ package enum KeyCommands {
             let index = shard.lookup(c.arguments[i], hash: hash, now: c.now)
             shard.countLookup(found: index != nil)
             if touching, let index { shard.touch(index, now: c.now) }
+            if index == nil { c.keyMissed(i) }
             shard.lock.unlock()
             if index != nil { found += 1 }
         }
@@ -49,6 +51,7 @@ package enum KeyCommands {
         shard.lock.lock()
         let exists = shard.lookup(c.arguments[1], hash: hash, now: c.now) != nil
         shard.countLookup(found: exists)
+        if !exists { c.keyMissed(1) }
         shard.lock.unlock()
         if exists { c.simple("string") } else { c.simple("none") }
     }
@@ -113,10 +116,13 @@ package enum KeyCommands {
         if lt, let current, Int64(when) >= current { return c.integer(0) }
         if Int64(when) <= c.now {
             shard.remove(at: index)
+            c.keyModified(1)
+            c.notify(.generic, "del", key: 1)
         } else {
             shard.setExpiry(at: index, to: Int64(when), hash: hash)
+            c.keyModified(1)
+            c.notify(.generic, "expire", key: 1)
         }
-        c.keyModified(1)
         c.integer(1)
     }
 
@@ -131,6 +137,7 @@ package enum KeyCommands {
         shard.lock.lock()
         let found = shard.lookup(c.arguments[1], hash: hash, now: c.now).map { shard.entry(at: $0).expiry }
         shard.countLookup(found: found != nil)
+        if found == nil { c.keyMissed(1) }
         shard.lock.unlock()
         guard let expiry = found else { return c.integer(-2) }
         guard let expiry else { return c.integer(-1) }
@@ -151,6 +158,7 @@ package enum KeyCommands {
         c.accessed(shard, index)
         shard.setExpiry(at: index, to: nil, hash: hash)
         c.keyModified(1)
+        c.notify(.generic, "persist", key: 1)
         c.integer(1)
     }
 
@@ -192,6 +200,10 @@ package enum KeyCommands {
         if let index = sourceShard.find(source, hash: sourceHash) { sourceShard.remove(at: index) }
         c.keyModified(1)
         c.keyModified(2)
+        // As Redis: the target is a new key, even when it replaced one.
+        c.keyCreated(2)
+        c.notify(.generic, "rename_from", key: 1)
+        c.notify(.generic, "rename_to", key: 2)
         nx ? c.integer(1) : c.ok()
     }
 
@@ -236,7 +248,10 @@ package enum KeyCommands {
         }
         let found = sourceShard.lookup(source, hash: sourceHash, now: c.now)
         sourceShard.countLookup(found: found != nil)
-        guard found != nil else { return c.integer(0) }
+        guard found != nil else {
+            c.keyMissed(1)
+            return c.integer(0)
+        }
         let destinationIndex = destinationShard.lookup(destination, hash: destinationHash, now: c.now)
         if destinationIndex != nil && !replace { return c.integer(0) }
         // Looking the destination up may have reclaimed an expired key in the same shard: find the source again.
@@ -256,6 +271,9 @@ package enum KeyCommands {
             if c.server.tracking.isActive { c.noteModified(destination) }
             c.keyModified(2, inDatabase: target)
         }
+        // As Redis: the destination is a new key, even when it replaced one.
+        c.keyCreated(2, db: target)
+        c.notify(.generic, "copy_to", key: 2, db: target)
         c.integer(1)
     }
 
@@ -293,6 +311,9 @@ package enum KeyCommands {
         sourceShard.remove(at: sourceIndex)
         c.keyModified(1)
         c.keyModified(1, inDatabase: target)
+        c.keyCreated(1, db: target)
+        c.notify(.generic, "move_from", key: 1)
+        c.notify(.generic, "move_to", key: 1, db: target)
         c.integer(1)
     }
 

@@ -138,6 +138,7 @@ package enum LCSCommand {
                 c.read(shard, slot)
             } else {
                 shard.countMiss()
+                c.keyMissed(index)
             }
         }
         func value(_ index: Int) -> UnsafeRawBufferPointer {

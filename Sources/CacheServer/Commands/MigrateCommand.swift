@@ -168,6 +168,7 @@ enum MigrateCommand {
         if let slot = shard.lookup(c.arguments[index], hash: hash, now: c.now) {
             shard.remove(at: slot)
             c.keyModified(index)
+            c.notify(.generic, "del", key: index)
         }
         shard.lock.unlock()
     }

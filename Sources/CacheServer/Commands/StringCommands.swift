@@ -17,6 +17,7 @@ package enum StringCommands {
             c.bulk(shard.entry(at: index).value)
         } else {
             shard.countMiss()
+            c.keyMissed(1)
             c.null()
         }
         shard.lock.unlock()
@@ -29,7 +30,7 @@ package enum StringCommands {
         let index = shard.lookup(c.arguments[1], hash: hash, now: c.now)
         let length = index.map { shard.entry(at: $0).value.count }
         shard.countLookup(found: length != nil)
-        if let index { c.accessed(shard, index) }
+        if let index { c.accessed(shard, index) } else { c.keyMissed(1) }
         shard.lock.unlock()
         c.integer(length ?? 0)
     }
@@ -42,6 +43,7 @@ package enum StringCommands {
         defer { shard.lock.unlock() }
         guard let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) else {
             shard.countMiss()
+            c.keyMissed(1)
             c.reply.writeStaticString("$0\r\n\r\n")
             return
         }
@@ -80,6 +82,7 @@ package enum StringCommands {
                 c.bulk(shard.entry(at: index).value)
             } else {
                 shard.countMiss()
+                c.keyMissed(i)
                 c.null()
             }
         }
@@ -200,6 +203,7 @@ package enum StringCommands {
                 c.bulk(shard.entry(at: index).value)
             } else {
                 shard.countMiss()
+                c.keyMissed(1)
                 c.null()
             }
         }
@@ -214,12 +218,21 @@ package enum StringCommands {
             return
         }
         c.keyModified(1)
+        if c.server.notifications.isActive { notifySet(&c, created: existing == nil, ttl: ttl) }
         if !get {
             if okReply != nil { c.integer(1) } else { c.ok() }
         }
     }
 
-    static func setnx(_ c: inout CommandContext) {
+    /// SET's events: `new` for a key it created, `set`, and `expire` when it gave a TTL.
+    @inline(never)
+    static func notifySet(_ c: inout CommandContext, created: Bool, ttl: Shard.TTLChange) {
+        if created { c.keyCreated(1) }
+        c.notify(.string, "set", key: 1)
+        if case .at = ttl { c.notify(.generic, "expire", key: 1) }
+    }
+
+        static func setnx(_ c: inout CommandContext) {
         setGeneric(&c, value: 2, ttl: .clear, nx: true, xx: false, get: false, okReply: true)
     }
 
@@ -246,8 +259,10 @@ package enum StringCommands {
             c.bulk(shard.entry(at: index).value)
             shard.remove(at: index)
             c.keyModified(1)
+            c.notify(.generic, "del", key: 1)
         } else {
             shard.countMiss()
+            c.keyMissed(1)
             c.null()
         }
         shard.lock.unlock()
@@ -261,6 +276,7 @@ package enum StringCommands {
         defer { shard.lock.unlock() }
         guard let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) else {
             shard.countMiss()
+            c.keyMissed(1)
             c.null()
             return
         }
@@ -275,13 +291,17 @@ package enum StringCommands {
         if let expiry {
             if options.expireKind?.isRelative == false && expiry <= c.now {
                 shard.remove(at: index)
+                c.keyModified(1)
+                c.notify(.generic, "del", key: 1)
             } else {
                 shard.setExpiry(at: index, to: expiry, hash: hash)
+                c.keyModified(1)
+                c.notify(.generic, "expire", key: 1)
             }
-            c.keyModified(1)
         } else if options.persist && shard.entry(at: index).hasExpiry {
             shard.setExpiry(at: index, to: nil, hash: hash)
             c.keyModified(1)
+            c.notify(.generic, "persist", key: 1)
         }
     }
 
@@ -322,6 +342,8 @@ package enum StringCommands {
                 return
             }
             c.keyModified(i)
+            if existing == nil { c.keyCreated(i) }
+            c.notify(.string, "set", key: i)
         }
         if onlyIfNoneExist { c.integer(1) } else { c.ok() }
     }
@@ -360,6 +382,7 @@ package enum StringCommands {
             shard.overwriteValue(at: index, offset: start, with: part)
             shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
             c.keyModified(1)
+            c.notify(.string, offset == nil ? "append" : "setrange", key: 1)
             return c.integer(old.count)
         }
         let oldCount = old.count
@@ -380,8 +403,10 @@ package enum StringCommands {
             guard stored else { return c.error(ReplyError.outOfMemory) }
             // SETRANGE builds a new key's value in place; APPEND stores its argument, encoded by its content.
             if offset != nil { shard.markEncoding(key, hash: hash, Entry.modifiedInPlaceFlag) }
+            c.keyCreated(1)
         }
         c.keyModified(1)
+        c.notify(.string, offset == nil ? "append" : "setrange", key: 1)
         c.integer(end)
     }
 
@@ -416,6 +441,8 @@ package enum StringCommands {
             }
             shard.markEncoding(key, hash: hash, Entry.notIntegerFlag)
             c.keyModified(1)
+            if existing == nil { c.keyCreated(1) }
+            c.notify(.string, "incrbyfloat", key: 1)
             c.bulk(result)
         }
     }
@@ -465,6 +492,8 @@ package enum StringCommands {
         }
         guard stored else { return c.error(ReplyError.outOfMemory) }
         c.keyModified(1)
+        if existing == nil { c.keyCreated(1) }
+        c.notify(.string, "incrby", key: 1)
         c.integer(result)
     }
 }

@@ -254,6 +254,7 @@ extension ConfigurationDirective {
         .enumeration("maxmemory-policy", .runtime, \.maxMemoryPolicy),
         .integer("maxmemory-samples", .runtime, \.maxMemorySamples, in: 1...Int(Int32.max)),
         .integer("tracking-table-max-keys", .runtime, \.trackingTableMaxKeys, in: 0...Int.max),
+        notifyKeyspaceEventsDirective,
         .integer("slowlog-log-slower-than", .runtime, \.slowlogLogSlowerThan, in: -1...Int.max),
         .integer("slowlog-max-len", .runtime, \.slowlogMaxLen, in: 0...Int.max),
         .integer("acllog-max-len", .runtime, \.acllogMaxLen, in: 0...Int.max),
@@ -346,6 +347,14 @@ extension ConfigurationDirective {
     } format: { $0.latencyTrackingInfoPercentiles.map(ServerConfiguration.formatPercentile).joined(separator: " ") }
 
     /// The password is never shown: CONFIG GET answers a fixed mask when one is set.
+    static let notifyKeyspaceEventsDirective = Self("notify-keyspace-events", .runtime) {
+        (configuration, arguments, _) throws(InvalidValue) in
+        guard let flags = KeyspaceEventFlags(parsing: arguments[0]) else {
+            throw InvalidValue(reason: KeyspaceEventFlags.invalidMessage)
+        }
+        configuration.notifyKeyspaceEvents = flags
+    } format: { $0.notifyKeyspaceEvents.text }
+
     static let requirePassDirective = secret("requirepass", \.requirePass)
 
     /// `client-output-buffer-limit <class> <hard> <soft> <soft-seconds> [...]`; classes normal, replica

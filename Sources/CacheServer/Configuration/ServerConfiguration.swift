@@ -145,6 +145,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// (`tracking-table-max-keys`); past it, keys are invalidated as if modified. 0: no limit.
     public var trackingTableMaxKeys: Int = 1_000_000
 
+    /// The keyspace notifications published on pub/sub (`notify-keyspace-events`); none by default.
+    public var notifyKeyspaceEvents: KeyspaceEventFlags = []
+
     /// Commands that run for at least this many microseconds are logged in SLOWLOG; negative turns the log
     /// off, 0 logs every command (`slowlog-log-slower-than`).
     public var slowlogLogSlowerThan: Int = 10_000

@@ -346,6 +346,8 @@ final class ExpirySweeper: Sendable {
                 reclaimedSincePurge += result.reclaimed
                 // Tracking clients hear of the keys that expired (and of any a plain read expired lazily).
                 state.sendBackgroundInvalidations(tableLimit: trackingLimit)
+                // Subscribers hear of them as `expired` (and `evicted`) events.
+                state.notifications.publishBackgroundRemovals()
                 if !result.exhausted {
                     // Up to date: hand the pages that expiry emptied back to the system.
                     if reclaimedSincePurge >= 4096 {

@@ -15,6 +15,8 @@ package final class ServerState: Sendable {
     package let monitors = MonitorRegistry()
     /// Pub/sub subscriptions (SUBSCRIBE, PSUBSCRIBE, PUBLISH).
     package let pubsub = PubSubRegistry()
+    /// Keyspace notifications (`notify-keyspace-events`), published through ``pubsub``.
+    package let notifications: KeyspaceNotifier
     /// Client-side caching: CLIENT TRACKING's clients and the keys they may hold.
     package let tracking: TrackingTable
     package let stats = ServerStats()
@@ -89,6 +91,8 @@ package final class ServerState: Sendable {
         let keyspace = Keyspace(databases: configuration.databases)
         self.keyspace = keyspace
         self.tracking = TrackingTable(removals: keyspace.removals)
+        self.notifications = KeyspaceNotifier(removals: keyspace.removals, pubsub: pubsub)
+        notifications.configure(configuration.notifyKeyspaceEvents)
         self.clock = clock
         self.commands = CommandTable(CommandRegistry.all.renamed(configuration.renamedCommands))
         self.commandStatistics = CommandStatisticsRegistry(commands: commands)
@@ -171,6 +175,7 @@ package final class ServerState: Sendable {
             busyPollWindow.store(Int64(config.busyPoll) * 1000, ordering: .relaxed)
             latencyTrackingOn.store(config.latencyTracking, ordering: .relaxed)
             stopWritesArmed.store(Self.stopsWrites(config), ordering: .relaxed)
+            notifications.configure(config.notifyKeyspaceEvents)
             slowLog.configure(thresholdMicroseconds: config.slowlogLogSlowerThan, maxLength: config.slowlogMaxLen)
             aclLog.maxEntries = config.acllogMaxLen
             latency.configure(thresholdMilliseconds: config.latencyMonitorThreshold)
@@ -208,6 +213,7 @@ package final class ServerState: Sendable {
         let start = evictionStart.wrappingAdd(1, ordering: .relaxed).newValue % Keyspace.shardCount
         let outcome = keyspace.evict(database: 0, shardIndex: start, now: now, keyBudget: Self.evictionStep)
         sendBackgroundInvalidations(tableLimit: config.trackingTableMaxKeys)
+        notifications.publishBackgroundRemovals()
         return outcome
     }
 

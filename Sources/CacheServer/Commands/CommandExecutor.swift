@@ -22,12 +22,13 @@ package enum CommandExecutor {
         var slot = -1  // the command's (or subcommand's) counters; -1 for an unknown one
         var ranFor = -1  // nanoseconds the handler ran; -1 when the command was refused before it ran
         var replyEnd = -1  // where the command's own reply ends, when pushes (invalidations) may follow it
+        var ownReplyStart = replyStart  // where it starts, after what is sent whatever CLIENT REPLY says
         defer {
             noteOutcome(arguments, slot: slot, ranFor: ranFor, replyStart: replyStart, reply: reply, session, server)
-            // CLIENT REPLY OFF or SKIP: the reply is dropped once it was counted (pushes after it stay). The commands
-            // EXEC runs are inside EXEC's reply.
+            // CLIENT REPLY OFF or SKIP: the reply is dropped once it was counted (pushes after it stay, and pub/sub
+            // confirmations and messages before it). The commands EXEC runs are inside EXEC's reply.
             if !queued && (session.replyOff || session.replySkip || session.replySkipNext) && session.blockKind == .none {
-                dropReply(&reply, session, from: replyStart, to: replyEnd >= 0 ? replyEnd : reply.writerIndex)
+                dropReply(&reply, session, from: ownReplyStart, to: replyEnd >= 0 ? replyEnd : reply.writerIndex)
             }
         }
         // Redis's order of checks: existence, arity, then authentication.
@@ -106,6 +107,7 @@ package enum CommandExecutor {
         command.handler(&context)
         if counted { ranFor = monotonicNanoseconds() - started }
         replyEnd = context.reply.writerIndex
+        ownReplyStart = context.sentRegardlessUntil
         if context.tracking { finishTracking(index, &context) }
         reply = context.reply
         // As Redis 7.0 does, MONITOR sees a command once it has run (so SELECT shows the new database), and

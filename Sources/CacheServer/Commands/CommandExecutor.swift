@@ -82,15 +82,18 @@ package enum CommandExecutor {
         if !queued && counted && server.blocked.mayBePaused && hold(index, session: session, server: server, now: now) {
             return
         }
-        // As Redis's performEvictions: before a command that may allocate, make room if memory is over the
-        // limit, and refuse the command when nothing can be evicted (or the policy is noeviction).
-        if !queued && command.flags.contains(.denyoom) && server.keyspace.budget.isOverLimit {
-            guard makeRoom(server.commands.commands[index], arguments, session: session, server: server, now: now) else {
+        // As Redis's performEvictions: before any command, make room if memory is over the limit (one check while
+        // it is not), and refuse a command that may allocate when nothing can be evicted (or the policy is
+        // noeviction). A command that does not allocate evicts a bounded number of keys, as Redis bounds the time.
+        if !queued && server.keyspace.budget.isOverLimit {
+            let allocates = command.flags.contains(.denyoom)
+            let roomMade = makeRoom(
+                server.commands.commands[index], arguments, session: session, server: server, now: now, reply: &reply,
+                keyBudget: allocates ? .max : ServerState.evictionStep)
+            if allocates && !roomMade {
                 reply.writeRESPError(ReplyError.outOfMemory)
                 return
             }
-            // Evicted keys are invalidated once the command is done.
-            tracking = tracking || server.tracking.isActive
         }
         // As Redis: while background saves fail, writes (and PING, so that health checks notice) are refused.
         if !queued, server.refusesWrites,
@@ -337,7 +340,9 @@ package enum CommandExecutor {
             reply = context.reply
             session.transactionRefused = true
             return
-        } else if server.keyspace.budget.isOverLimit && !makeRoom(spec, arguments, session: session, server: server, now: now) {
+        } else if server.keyspace.budget.isOverLimit
+            && !makeRoom(spec, arguments, session: session, server: server, now: now, reply: &reply)
+        {
             // Queuing takes memory too: over the limit, Redis queues nothing.
             refusal = "OOM command not allowed when used memory > 'maxmemory'."
         } else if server.refusesWrites && (command.flags.contains(.write) || spec.originalName == "ping") {
@@ -390,9 +395,13 @@ package enum CommandExecutor {
         server.tracking.remember(keys, for: session.id)
     }
 
-    /// Evicts keys until memory is within the limit, starting with the shard of the command's first key.
+    /// Evicts keys until memory is within the limit (or `keyBudget` keys), starting with the shard of the
+    /// command's first key, before the command runs; whether it is within the limit now. As in Redis, tracking
+    /// clients hear of the evicted keys at once: `session` in `reply`, ahead of its command's reply.
+    @inline(never)
     static func makeRoom(
-        _ spec: CommandSpec, _ arguments: Arguments, session: ClientSession, server: ServerState, now: Int64
+        _ spec: CommandSpec, _ arguments: Arguments, session: ClientSession, server: ServerState, now: Int64,
+        reply: inout ByteBuffer, keyBudget: Int = .max
     ) -> Bool {
         // As Redis: while CLIENT PAUSE holds clients nothing is evicted, and memory counts as within the limit.
         if server.blocked.pauseMode(now: now) != .none { return true }
@@ -400,7 +409,10 @@ package enum CommandExecutor {
         if spec.firstKey > 0 && spec.firstKey < arguments.count {
             shardIndex = Database.shardIndex(for: Keyspace.hasher.hash(arguments[spec.firstKey]))
         }
-        return server.keyspace.evict(database: session.db, shardIndex: shardIndex, now: now)
+        let roomMade =
+            server.keyspace.evict(database: session.db, shardIndex: shardIndex, now: now, keyBudget: keyBudget) == .withinLimit
+        if server.tracking.isActive { server.sendRemovalInvalidations(current: session, reply: &reply) }
+        return roomMade
     }
 
     /// Whether the command (or, for a container such as CLIENT, its subcommand) has the `admin` flag.

@@ -510,7 +510,9 @@ package enum ServerCommands {
             c.reply.writeRESPMapHeader(specs.count, c.version)
             for (spec, parent) in specs { writeDocs(&c, spec, parent: parent) }
         } else if a.matches(1, "getkeys") && a.count >= 4 {
-            getKeys(&c, table)
+            getKeys(&c, table, withFlags: false)
+        } else if a.matches(1, "getkeysandflags") && a.count >= 4 {
+            getKeys(&c, table, withFlags: true)
         } else if a.matches(1, "help") && a.count == 2 {
             ConnectionCommands.help(&c, "COMMAND", [
                 "(no subcommand)", "    Return details about all Redis commands.",
@@ -526,6 +528,8 @@ package enum ServerCommands {
                 "    commands are returned.",
                 "GETKEYS <full-command>",
                 "    Return the keys from a full Redis command.",
+                "GETKEYSANDFLAGS <full-command>",
+                "    Return the keys and the access flags from a full Redis command.",
             ])
         } else {
             ConnectionCommands.subcommandError(&c)
@@ -546,18 +550,21 @@ package enum ServerCommands {
     }
 
     /// COMMAND GETKEYS command [arg ...]: the keys of a full command, found as Redis 7.0 finds them (its key
-    /// positions), with its errors.
-    static func getKeys(_ c: inout CommandContext, _ table: [CommandSpec]) {
+    /// positions), with its errors; COMMAND GETKEYSANDFLAGS (`withFlags`): each key with the flags of its key
+    /// specification (``KeySpecFlags``).
+    static func getKeys(_ c: inout CommandContext, _ table: [CommandSpec], withFlags: Bool) {
         let a = c.arguments
         let argc = a.count - 2
         guard let index = c.server.commands.lookup(a[2]) else { return c.error("ERR Invalid command specified") }
         var spec = table[index]
+        var name = spec.originalName
         if !spec.subcommands.isEmpty && argc > 1 {
             // A container names a subcommand, as in Redis's lookup; an unknown one is no command.
             guard let sub = spec.subcommandIndex(named: a[3]), !spec.subcommands[sub].flags.contains(.unlisted) else {
                 return c.error("ERR Invalid command specified")
             }
             spec = spec.subcommands[sub]
+            name += "|" + spec.name
         }
         guard spec.firstKey > 0 else { return c.error("ERR The command has no key arguments") }
         guard spec.acceptsArgumentCount(argc) else { return c.error("ERR Invalid number of arguments specified for command") }
@@ -571,7 +578,17 @@ package enum ServerCommands {
             positions = found
         }
         c.arrayHeader(positions.count)
-        for position in positions { c.bulk(a[position + 2]) }
+        for position in positions {
+            guard withFlags else {
+                c.bulk(a[position + 2])
+                continue
+            }
+            c.arrayHeader(2)
+            c.bulk(a[position + 2])
+            let flags = KeySpecFlags.flags(of: name, firstKey: position == spec.firstKey, arguments: a, from: 2)
+            c.reply.writeRESPSetHeader(flags.count, c.version)
+            for flag in flags { c.reply.writeRESPSimpleString(flag) }
+        }
     }
 
     /// One command's COMMAND INFO entry, in Redis 7's ten-field layout.

@@ -89,7 +89,7 @@ struct PubSubTrackingLiveTests {
         let subscriber = try RawConnection(port: server.port)
         if version == 3 {
             try subscriber.send(.respCommand(["HELLO", "3"]))
-            _ = try subscriber.readReplies(1)
+            _ = try subscriber.read(through: "*0\r\n")  // HELLO's map ends with its empty modules
         }
         let push = version == 3 ? ">" : "*"
         try subscriber.send(.respCommand(["CLIENT", "REPLY", "OFF"]) + .respCommand(["SUBSCRIBE", "news"]))

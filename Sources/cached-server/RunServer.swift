@@ -20,7 +20,7 @@ func runServer(configuration: ServerConfiguration, logger: Logger, logOutput: Lo
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
-    let handlers = SignalHandlers(logger: logger, logOutput: logOutput)
+    let handlers = SignalHandlers(logger: logger, logOutput: logOutput, loading: { service.isLoading })
     defer { withExtendedLifetime(handlers) {} }
     try await group.run()
 }
@@ -32,7 +32,8 @@ func runServer(configuration: ServerConfiguration, logger: Logger, logOutput: Lo
 final class SignalHandlers {
     private let sources: [any DispatchSourceSignal]
 
-    init(logger: Logger, logOutput: LogOutput) {
+    /// `loading` tells whether the snapshot is loading (the signal then stops the load).
+    init(logger: Logger, logOutput: LogOutput, loading: @escaping @Sendable () -> Bool) {
         let queue = DispatchQueue(label: "cached-server.signals")
         let seen = SignalCounter()
         var sources = [SIGTERM, SIGINT].map { number in
@@ -43,7 +44,11 @@ final class SignalHandlers {
                     logger.warning("Second signal received: exiting now")
                     _exit(1)
                 }
-                logger.notice("Received \(name), scheduling shutdown...")
+                if loading() {
+                    logger.notice("Received shutdown signal during loading, scheduling shutdown.")
+                } else {
+                    logger.notice("Received \(name), scheduling shutdown...")
+                }
             }
             source.resume()
             return source

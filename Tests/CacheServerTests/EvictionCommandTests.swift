@@ -65,6 +65,39 @@ struct EvictionCommandTests {
         #expect(info(h, "stats")["evicted_keys"] == "0")
     }
 
+    @Test("over the limit, any command evicts before it runs, a read too; evicted keys the client tracks are invalidated ahead of its reply")
+    func evictsBeforeAnyCommand() {
+        let h = Harness()
+        _ = h.run("HELLO", "3")
+        fill(h, count: 200)
+        #expect(h.run("CLIENT", "TRACKING", "on") == .ok)
+        for i in 0..<200 { _ = h.run("GET", "key:\(i)") }
+        let used = h.server.keyspace.budget.usedBytes
+        #expect(h.run("CONFIG", "SET", "maxmemory-policy", "allkeys-random", "maxmemory", String(used + 1000)) == .ok)
+        // Within the limit before it runs, over it after: nothing is evicted until the next command.
+        #expect(h.runAll("SET", "big", String(repeating: "b", count: 20_000)) == [.ok])
+        h.server.keyspace.flushAccounting()
+        #expect(h.server.keyspace.budget.isOverLimit)
+        #expect(h.server.keyspace.evictedKeys == 0)
+
+        let replies = h.runAll("PING")
+        #expect(replies.last == .simple("PONG"))
+        let pushes = replies.dropLast()
+        #expect(!pushes.isEmpty, "the invalidations of the evicted keys come before PONG")
+        for push in pushes {
+            guard case .push(let items) = push, items.first == .bulk("invalidate") else {
+                Issue.record("not an invalidation: \(push)")
+                continue
+            }
+        }
+        h.server.keyspace.flushAccounting()
+        #expect(!h.server.keyspace.budget.isOverLimit)
+        let evicted = h.server.keyspace.evictedKeys
+        #expect(evicted > 0)
+        // Every evicted key the client had read is invalidated (the big one, never read, may go unannounced).
+        #expect(pushes.count >= evicted - 1 && pushes.count <= evicted)
+    }
+
     @Test("volatile policies evict only keys with a TTL, and answer OOM when none is left",
           arguments: ["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"])
     func volatilePolicies(_ policy: String) {

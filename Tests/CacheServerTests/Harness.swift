@@ -132,6 +132,8 @@ final class Harness {
                 CommandExecutor.execute(parsed, session: session, server: server, now: now, reply: &reply)
             }
         }
+        // As a connection does once it has run what it read: the BCAST invalidations collected go out.
+        if server.tracking.hasPendingBroadcast { server.sendBroadcastInvalidations(current: session, reply: &reply) }
         return reply
     }
 }

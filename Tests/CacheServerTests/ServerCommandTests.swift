@@ -258,6 +258,25 @@ struct ServerCommandTests {
         #expect(h.run("COMMAND", "COUNT", "x") == .error("ERR wrong number of arguments for 'command|count' command"))
     }
 
+    @Test("COMMAND GETKEYSANDFLAGS knows the key flags of every command and subcommand with keys")
+    func keyFlagsForEveryKeyedCommand() {
+        for spec in CommandRegistry.all {
+            let keyed = spec.firstKey > 0 ? [spec.name] : []
+            let subcommands = spec.listedSubcommands.filter { $0.firstKey > 0 }.map { spec.name + "|" + $0.name }
+            for name in keyed + subcommands {
+                #expect(KeySpecFlags.table[name]?.isEmpty == false, "\(name) has no key flags")
+            }
+        }
+        let h = Harness()
+        #expect(h.run("COMMAND", "GETKEYSANDFLAGS", "rename", "a", "b") == .array([
+            .array([.bulk("a"), .array([.simple("RW"), .simple("access"), .simple("delete")])]),
+            .array([.bulk("b"), .array([.simple("OW"), .simple("update")])]),
+        ]))
+        #expect(h.run("COMMAND", "GETKEYSANDFLAGS", "set", "k", "get", "get") == .array([
+            .array([.bulk("k"), .array([.simple("RW"), .simple("access"), .simple("update")])]),
+        ]))
+    }
+
     @Test("COMMAND INFO describes each named command, nil for unknown ones")
     func commandInfo() throws {
         let h = Harness()

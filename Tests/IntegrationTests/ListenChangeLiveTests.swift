@@ -106,6 +106,35 @@ struct ListenChangeLiveTests {
         #expect(!acceptsConnections(port: server.port, host: "127.0.0.2"))
     }
 
+    @Test("a later argument that fails to apply (maxclients) undoes a port change already made; the first failure is named",
+          arguments: kinds)
+    func laterFailureUndoesPort(_ kind: ServerProcess.Kind) throws {
+        // Hard limit 1000 on open files: maxclients 5000 cannot be applied.
+        let server = try ServerProcess.start(kind, openFilesSoftLimit: 1000, openFilesHardLimit: 1000)
+        defer { server.stop() }
+        let client = try server.connect()
+        let maxClientsFailure =
+            "ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with 968"
+        let newPort = try freeLoopbackPort()
+        #expect(
+            try client.command("CONFIG", "SET", "port", String(newPort), "maxmemory", "10mb", "maxclients", "5000")
+                == .error(maxClientsFailure))
+        #expect(try client.command("CONFIG", "GET", "port") == .array([.bulk("port"), .bulk(String(server.port))]))
+        #expect(try client.command("CONFIG", "GET", "maxmemory") == .array([.bulk("maxmemory"), .bulk("0")]))
+        #expect(!acceptsConnections(port: newPort))
+        #expect(acceptsConnections(port: server.port))
+        #expect(
+            server.waitForLog(
+                "Failed applying new configuration. Possibly related to new maxclients setting. Restoring previous settings."))
+        // Applied in the order given: the first to fail is named.
+        let taken = try listenOnLoopback()
+        defer { close(taken.fd) }
+        #expect(try client.command("CONFIG", "SET", "maxclients", "5000", "port", String(taken.port)) == .error(maxClientsFailure))
+        #expect(try client.command("CONFIG", "SET", "port", String(taken.port), "maxclients", "5000") == .error(Self.portFailure))
+        #expect(try client.command("CONFIG", "GET", "maxclients") == .array([.bulk("maxclients"), .bulk("968")]))
+        #expect(try server.connect().command("PING") == .status("PONG"))
+    }
+
     @Test("port 0 stops listening on TCP; the Unix socket stays and can set a port again", arguments: kinds)
     func portZero(_ kind: ServerProcess.Kind) throws {
         let socket = FileManager.default.temporaryDirectory.appendingPathComponent("cached-listen-\(UUID().uuidString).sock").path

@@ -191,14 +191,19 @@ struct PersistenceLiveTests {
         #expect(try restarted.connect().command("DBSIZE") == .integer(0))
     }
 
-    /// Writes about 400 MB of keys, starts a BGSAVE of them, and returns once it is writing: a save that takes
-    /// long enough to be caught in the middle.
-    private func startLargeBackgroundSave(_ c: HiredisConnection, _ data: DataDirectory) throws {
+    /// Writes about 400 MB of keys: a dataset whose save or load takes long enough to be caught in the middle.
+    private func writeLargeDataset(_ c: HiredisConnection) throws {
         let value = String(repeating: "v", count: 200_000)
         for start in stride(from: 0, to: 2_000, by: 100) {
             for i in start..<(start + 100) { try c.append("SET", "big:\(i)", value) }
             for _ in 0..<100 { #expect(try c.reply() == .ok) }
         }
+    }
+
+    /// Writes about 400 MB of keys, starts a BGSAVE of them, and returns once it is writing: a save that takes
+    /// long enough to be caught in the middle.
+    private func startLargeBackgroundSave(_ c: HiredisConnection, _ data: DataDirectory) throws {
+        try writeLargeDataset(c)
         #expect(try c.command("BGSAVE") == .status("Background saving started"))
         try poll("the save to start writing", timeout: 10) {
             ((try? FileManager.default.attributesOfItem(atPath: data.temporary)[.size] as? Int) ?? 0) > 0
@@ -265,6 +270,47 @@ struct PersistenceLiveTests {
         #expect(try d.command("GET", "before") == .bulk("the big save"))
         #expect(!FileManager.default.fileExists(atPath: data.temporary))
         #expect(restarted.standardError().contains("Removed the incomplete snapshot of an interrupted save"))
+    }
+
+    @Test("SIGTERM while a large snapshot loads at start: the server exits 0 at once, without saving; the file is untouched")
+    func signalWhileLoading() throws {
+        let data = try DataDirectory()
+        let first = try start(data)
+        try writeLargeDataset(try first.connect())
+        // SAVE of 400 MB may outlast a connection's read timeout: redis-cli waits.
+        #expect(try first.redisCli(["SAVE"], timeout: 120).standardOutput == "OK\n")
+        #expect(try first.redisCli("SHUTDOWN", "NOSAVE").status == 0)
+        #expect(first.waitForExit(timeout: 10) == 0)
+        func identity() throws -> [FileAttributeKey: AnyHashable] {
+            let attributes = try FileManager.default.attributesOfItem(atPath: data.snapshot)
+            return [.size: attributes[.size] as? Int, .modificationDate: attributes[.modificationDate] as? Date,
+                    .systemFileNumber: attributes[.systemFileNumber] as? Int]
+        }
+        let before = try identity()
+
+        // Save points are set: a shutdown after the load would save on a signal.
+        let port = try freeLoopbackPort()
+        let server = try ServerProcess.launch(
+            .cached, arguments: ["--port", String(port), "--bind", "127.0.0.1", "--dir", data.path, "--save", "3600 1"],
+            port: port)
+        defer { server.stop() }
+        #expect(server.waitForLog("Loading the snapshot"))
+        let signalled = Date()
+        server.send(signal: SIGTERM)
+        #expect(server.waitForExit(timeout: 30) == 0)
+        let took = Date().timeIntervalSince(signalled)
+        #expect(took < 5, "exited \(took) s after the signal")
+        #expect(try identity() == before, "the snapshot was not written again")
+        #expect(!FileManager.default.fileExists(atPath: data.temporary))
+        let log = server.standardError()
+        #expect(!log.contains("Saving the final snapshot"), "\(log)")
+        // The load was called off, or (on a machine fast enough to finish it first) nothing changed since it.
+        #expect(log.contains("Received shutdown signal during loading, scheduling shutdown.")
+            || log.contains("Received SIGTERM, scheduling shutdown..."), "\(log)")
+        if log.contains("during loading") {
+            #expect(log.contains("stopped loading, exiting without saving"), "\(log)")
+            #expect(!log.contains("Ready to accept connections"), "\(log)")
+        }
     }
 
     enum Damage: String, CaseIterable, Sendable {

@@ -81,6 +81,29 @@ struct PubSubTrackingLiveTests {
         ])
     }
 
+    @Test("CLIENT REPLY OFF: a subscriber still gets its confirmations and other clients' messages (RESP2, RESP3)",
+          arguments: kinds, [2, 3])
+    func subscriberWithRepliesOff(_ kind: ServerProcess.Kind, _ version: Int) throws {
+        let server = try ServerProcess.start(kind)
+        defer { server.stop() }
+        let subscriber = try RawConnection(port: server.port)
+        if version == 3 {
+            try subscriber.send(.respCommand(["HELLO", "3"]))
+            _ = try subscriber.read(through: "*0\r\n")  // HELLO's map ends with its empty modules
+        }
+        let push = version == 3 ? ">" : "*"
+        try subscriber.send(.respCommand(["CLIENT", "REPLY", "OFF"]) + .respCommand(["SUBSCRIBE", "news"]))
+        let confirmation = Array("\(push)3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n".utf8)
+        #expect(try subscriber.read(count: confirmation.count) == confirmation)
+        #expect(try server.connect().command("PUBLISH", "news", "hello") == .integer(1))
+        let message = Array("\(push)3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n".utf8)
+        #expect(try subscriber.read(count: message.count) == message)
+        // PING's reply stays off; the unsubscribe confirmation that follows it comes.
+        try subscriber.send(.respCommand(["PING"]) + .respCommand(["UNSUBSCRIBE"]))
+        let unsubscribed = Array("\(push)3\r\n$11\r\nunsubscribe\r\n$4\r\nnews\r\n:0\r\n".utf8)
+        #expect(try subscriber.read(count: unsubscribed.count) == unsubscribed)
+    }
+
     @Test("RESP3: tracking-redir-broken once the redirect target has gone", arguments: kinds)
     func brokenRedirect(_ kind: ServerProcess.Kind) throws {
         let server = try ServerProcess.start(kind)

@@ -54,7 +54,8 @@ package struct SnapshotError: Error, CustomStringConvertible, Equatable, Sendabl
         case incompatible
         /// Memory ran out while loading.
         case outOfMemory
-        /// The save was called off before it finished (FLUSHALL during a background save).
+        /// The save or the load was called off before it finished (FLUSHALL during a background save, a
+        /// shutdown while the snapshot loads at start).
         case cancelled
     }
 

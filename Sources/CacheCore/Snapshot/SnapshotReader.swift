@@ -30,9 +30,13 @@ package enum SnapshotReader {
     /// A file written by a newer format version, or holding a database this keyspace does not have, is
     /// treated the same way.
     ///
+    /// `cancelled` is asked before each block: when it answers true the load stops with a
+    /// ``SnapshotError/Kind/cancelled`` error, leaving what was loaded in place (the server is exiting).
+    ///
     /// - Returns: nil when there is no file at `path`.
     package static func load(
-        _ path: String, into keyspace: Keyspace, now: Int64, keepIntactPart: Bool = false
+        _ path: String, into keyspace: Keyspace, now: Int64, keepIntactPart: Bool = false,
+        cancelled: () -> Bool = { false }
     ) throws(SnapshotError) -> SnapshotLoadSummary? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 {
@@ -47,9 +51,10 @@ package enum SnapshotReader {
         do throws(SnapshotError) {
             try input.readSize()
             summary.bytes = input.size
-            try load(&input, into: keyspace, now: now, summary: &summary)
+            try load(&input, into: keyspace, now: now, summary: &summary, cancelled: cancelled)
             return summary
         } catch {
+            if error.kind == .cancelled { throw error }
             guard keepIntactPart else {
                 for database in keyspace.databases { database.removeAll() }
                 throw error
@@ -60,7 +65,8 @@ package enum SnapshotReader {
     }
 
     private static func load(
-        _ input: inout FileInput, into keyspace: Keyspace, now: Int64, summary: inout SnapshotLoadSummary
+        _ input: inout FileInput, into keyspace: Keyspace, now: Int64, summary: inout SnapshotLoadSummary,
+        cancelled: () -> Bool
     ) throws(SnapshotError) {
         // Header. A file that does not start with the magic number is named as such, however short it is.
         let magicCount = min(input.size, SnapshotFormat.magic.count)
@@ -90,6 +96,7 @@ package enum SnapshotReader {
         var database: Database?
         var payload: [UInt8] = []
         while true {
+            if cancelled() { throw SnapshotError(.cancelled, path: input.path, "the load was called off") }
             let start = input.offset
             let prefix = try input.read(9, what: "a block header")
             guard let type = SnapshotFormat.BlockType(rawValue: prefix[0]) else {

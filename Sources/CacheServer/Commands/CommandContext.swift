@@ -16,6 +16,10 @@ package struct CommandContext {
     /// Set when the command has client-side caching work for the executor to finish: keys it modified while
     /// some client tracks, or a tracking client's read.
     package var tracking = false
+    /// Where the start of the reply that CLIENT REPLY OFF or SKIP leaves alone ends: pub/sub confirmations, and
+    /// the messages a subscriber publishes to itself, are sent whatever CLIENT REPLY says, as in Redis. The
+    /// reply from here on is the command's own.
+    package var sentRegardlessUntil: Int
 
     package init(
         arguments: Arguments, session: ClientSession, server: ServerState, now: Int64, reply: ByteBuffer,
@@ -27,6 +31,7 @@ package struct CommandContext {
         self.now = now
         self.reply = reply
         self.replyStart = reply.writerIndex
+        self.sentRegardlessUntil = reply.writerIndex
         self.tracking = tracking
     }
 

@@ -22,12 +22,13 @@ package enum CommandExecutor {
         var slot = -1  // the command's (or subcommand's) counters; -1 for an unknown one
         var ranFor = -1  // nanoseconds the handler ran; -1 when the command was refused before it ran
         var replyEnd = -1  // where the command's own reply ends, when pushes (invalidations) may follow it
+        var ownReplyStart = replyStart  // where it starts, after what is sent whatever CLIENT REPLY says
         defer {
             noteOutcome(arguments, slot: slot, ranFor: ranFor, replyStart: replyStart, reply: reply, session, server)
-            // CLIENT REPLY OFF or SKIP: the reply is dropped once it was counted (pushes after it stay). The commands
-            // EXEC runs are inside EXEC's reply.
+            // CLIENT REPLY OFF or SKIP: the reply is dropped once it was counted (pushes after it stay, and pub/sub
+            // confirmations and messages before it). The commands EXEC runs are inside EXEC's reply.
             if !queued && (session.replyOff || session.replySkip || session.replySkipNext) && session.blockKind == .none {
-                dropReply(&reply, session, from: replyStart, to: replyEnd >= 0 ? replyEnd : reply.writerIndex)
+                dropReply(&reply, session, from: ownReplyStart, to: replyEnd >= 0 ? replyEnd : reply.writerIndex)
             }
         }
         // Redis's order of checks: existence, arity, then authentication.
@@ -81,15 +82,18 @@ package enum CommandExecutor {
         if !queued && counted && server.blocked.mayBePaused && hold(index, session: session, server: server, now: now) {
             return
         }
-        // As Redis's performEvictions: before a command that may allocate, make room if memory is over the
-        // limit, and refuse the command when nothing can be evicted (or the policy is noeviction).
-        if !queued && command.flags.contains(.denyoom) && server.keyspace.budget.isOverLimit {
-            guard makeRoom(server.commands.commands[index], arguments, session: session, server: server, now: now) else {
+        // As Redis's performEvictions: before any command, make room if memory is over the limit (one check while
+        // it is not), and refuse a command that may allocate when nothing can be evicted (or the policy is
+        // noeviction). A command that does not allocate evicts a bounded number of keys, as Redis bounds the time.
+        if !queued && server.keyspace.budget.isOverLimit {
+            let allocates = command.flags.contains(.denyoom)
+            let roomMade = makeRoom(
+                server.commands.commands[index], arguments, session: session, server: server, now: now, reply: &reply,
+                keyBudget: allocates ? .max : ServerState.evictionStep)
+            if allocates && !roomMade {
                 reply.writeRESPError(ReplyError.outOfMemory)
                 return
             }
-            // Evicted keys are invalidated once the command is done.
-            tracking = tracking || server.tracking.isActive
         }
         // As Redis: while background saves fail, writes (and PING, so that health checks notice) are refused.
         if !queued, server.refusesWrites,
@@ -108,6 +112,7 @@ package enum CommandExecutor {
         replyEnd = context.reply.writerIndex
         // Keys the command's lookups expired (or its evictions removed) and no event of its own published yet.
         if server.notifications.isActive { publishRemovals(&context) }
+        ownReplyStart = context.sentRegardlessUntil
         if context.tracking { finishTracking(index, &context) }
         reply = context.reply
         // As Redis 7.0 does, MONITOR sees a command once it has run (so SELECT shows the new database), and
@@ -337,7 +342,9 @@ package enum CommandExecutor {
             reply = context.reply
             session.transactionRefused = true
             return
-        } else if server.keyspace.budget.isOverLimit && !makeRoom(spec, arguments, session: session, server: server, now: now) {
+        } else if server.keyspace.budget.isOverLimit
+            && !makeRoom(spec, arguments, session: session, server: server, now: now, reply: &reply)
+        {
             // Queuing takes memory too: over the limit, Redis queues nothing.
             refusal = "OOM command not allowed when used memory > 'maxmemory'."
         } else if server.refusesWrites && (command.flags.contains(.write) || spec.originalName == "ping") {
@@ -396,9 +403,13 @@ package enum CommandExecutor {
         server.tracking.remember(keys, for: session.id)
     }
 
-    /// Evicts keys until memory is within the limit, starting with the shard of the command's first key.
+    /// Evicts keys until memory is within the limit (or `keyBudget` keys), starting with the shard of the
+    /// command's first key, before the command runs; whether it is within the limit now. As in Redis, tracking
+    /// clients hear of the evicted keys at once: `session` in `reply`, ahead of its command's reply.
+    @inline(never)
     static func makeRoom(
-        _ spec: CommandSpec, _ arguments: Arguments, session: ClientSession, server: ServerState, now: Int64
+        _ spec: CommandSpec, _ arguments: Arguments, session: ClientSession, server: ServerState, now: Int64,
+        reply: inout ByteBuffer, keyBudget: Int = .max
     ) -> Bool {
         // As Redis: while CLIENT PAUSE holds clients nothing is evicted, and memory counts as within the limit.
         if server.blocked.pauseMode(now: now) != .none { return true }
@@ -406,7 +417,10 @@ package enum CommandExecutor {
         if spec.firstKey > 0 && spec.firstKey < arguments.count {
             shardIndex = Database.shardIndex(for: Keyspace.hasher.hash(arguments[spec.firstKey]))
         }
-        return server.keyspace.evict(database: session.db, shardIndex: shardIndex, now: now)
+        let roomMade =
+            server.keyspace.evict(database: session.db, shardIndex: shardIndex, now: now, keyBudget: keyBudget) == .withinLimit
+        if server.tracking.isActive { server.sendRemovalInvalidations(current: session, reply: &reply) }
+        return roomMade
     }
 
     /// Whether the command (or, for a container such as CLIENT, its subcommand) has the `admin` flag.

@@ -500,6 +500,7 @@ package enum CommandRegistry {
                         ("count", 2, "Get total number of Redis commands"),
                         ("docs", -2, "Get array of specific Redis command documentation"),
                         ("getkeys", -4, "Extract keys given a full Redis command"),
+                        ("getkeysandflags", -4, "Extract keys and access flags given a full Redis command"),
                         ("info", -2, "Get array of specific Redis command details, or all when no argument is given"),
                         ("list", -2, "Get an array of Redis command names"),
                         ("help", 2, "Show helpful text about the different subcommands"),

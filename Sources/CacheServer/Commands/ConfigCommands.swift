@@ -28,23 +28,7 @@ package enum ConfigCommands {
                     let protected = config.enableProtectedConfigs
                     try updated.configSet(
                         changes, allowProtected: protected == .yes || (protected == .local && c.session.isLocal))
-                    if updated.maxClients > config.maxClients {
-                        try raiseOpenFilesLimit(for: updated.maxClients, logger: logger)
-                    }
-                    // The new TLS settings are in force before the listeners change, so that a new TLS port
-                    // serves them; if that change fails they are put back (a connection accepted meanwhile on an
-                    // existing TLS port keeps what it started with).
-                    let tls = try loadTLS(updated, changes, c.server)
-                    let previousTLS = c.server.tlsContext
-                    if let tls { c.server.tlsContext = tls }
-                    if updated.port != config.port || updated.bind != config.bind || updated.tlsPort != config.tlsPort {
-                        do throws(ConfigurationDirectiveError) {
-                            try listen(as: updated, changes, c.server)
-                        } catch {
-                            c.server.tlsContext = previousTLS
-                            throw error
-                        }
-                    }
+                    try apply(updated, over: config, changes, c.server, logger: logger)
                     config = updated
                 }
                 if changes.contains(where: { ["maxmemory", "maxmemory-policy"].contains($0.name.lowercased()) }) {
@@ -82,6 +66,81 @@ package enum ConfigCommands {
         }
     }
 
+    /// What CONFIG SET does beyond storing values, as Redis's apply functions: the open files limit for
+    /// `maxclients`, the TLS settings for `tls-*`, the listeners for `port`, `bind` and `tls-port`.
+    private enum Effect {
+        case openFilesLimit, tls, listeners
+    }
+
+    /// Puts `updated` (the configuration after `changes`) in force over `previous`, as Redis applies a CONFIG
+    /// SET: each effect once, in the order of the first of its parameters given. When one fails, those done are
+    /// undone (the server listens and serves TLS as before) and the whole CONFIG SET is refused, naming the
+    /// parameter of the one that failed.
+    private static func apply(
+        _ updated: ServerConfiguration, over previous: ServerConfiguration,
+        _ changes: [(name: String, value: String)], _ server: ServerState, logger: Logger
+    ) throws(ConfigurationDirectiveError) {
+        var effects: [Effect] = []
+        for change in changes {
+            guard let name = ConfigurationDirective.named(change.name)?.name else { continue }
+            let wanted: [Effect]
+            switch name {
+            case "maxclients": wanted = [.openFilesLimit]
+            case "port", "bind": wanted = [.listeners]
+            // A new TLS port serves the TLS settings loaded for it.
+            case "tls-port": wanted = [.tls, .listeners]
+            case _ where ConfigurationDirective.tlsSettings.contains(name): wanted = [.tls]
+            default: wanted = []
+            }
+            for effect in wanted where !effects.contains(effect) {
+                // Loaded before the listeners change when a TLS port may open (`port` given before `tls-port`).
+                if effect == .tls && name == "tls-port", let listeners = effects.firstIndex(of: .listeners) {
+                    effects.insert(.tls, at: listeners)
+                } else {
+                    effects.append(effect)
+                }
+            }
+        }
+        let listenersChange =
+            updated.port != previous.port || updated.bind != previous.bind || updated.tlsPort != previous.tlsPort
+        let previousTLS = server.tlsContext
+        var done: [Effect] = []
+        do throws(ConfigurationDirectiveError) {
+            for effect in effects {
+                switch effect {
+                case .openFilesLimit:
+                    if updated.maxClients > previous.maxClients {
+                        try raiseOpenFilesLimit(for: updated.maxClients, logger: logger)
+                    }
+                case .tls:
+                    // A connection accepted meanwhile on an existing TLS port keeps what it started with.
+                    if let tls = try loadTLS(updated, changes, server) { server.tlsContext = tls }
+                case .listeners:
+                    if listenersChange { try listen(as: updated, changes, server) }
+                }
+                done.append(effect)
+            }
+        } catch {
+            if case .invalidValue(let name, _) = error {
+                logger.warning(
+                    "Failed applying new configuration. Possibly related to new \(name) setting. Restoring previous settings.")
+            }
+            for effect in done.reversed() {
+                switch effect {
+                case .openFilesLimit:
+                    break  // a higher open files limit does no harm (Redis keeps it too)
+                case .tls:
+                    server.tlsContext = previousTLS
+                case .listeners:
+                    if listenersChange && !server.listen(as: previous) {
+                        logger.warning("Could not listen again where the server listened before the refused CONFIG SET")
+                    }
+                }
+            }
+            throw error
+        }
+    }
+
     /// As Redis: CONFIG SET of `port`, `tls-port` or `bind` listens there at once; when it cannot, the whole
     /// CONFIG SET is refused, naming the first of them in the order given.
     private static func listen(
@@ -89,8 +148,6 @@ package enum ConfigCommands {
     ) throws(ConfigurationDirectiveError) {
         guard !server.listen(as: config) else { return }
         let name = firstChanged(changes, among: ["port", "tls-port", "bind"]) ?? "port"
-        server.logger.warning(
-            "Failed applying new configuration. Possibly related to new \(name) setting. Restoring previous settings.")
         throw .invalidValue(
             directive: name,
             reason: name == "bind" ? "Failed to bind to specified addresses." : "Unable to listen on this port. Check server logs.")
@@ -112,8 +169,6 @@ package enum ConfigCommands {
         } catch {
             let name = firstChanged(changes, among: ConfigurationDirective.tlsSettings.union(["tls-port"])) ?? "tls-port"
             server.logger.warning("\(error)")
-            server.logger.warning(
-                "Failed applying new configuration. Possibly related to new \(name) setting. Restoring previous settings.")
             throw .invalidValue(directive: name, reason: "Unable to update TLS configuration. Check server logs.")
         }
     }

@@ -264,7 +264,7 @@ package enum ConnectionCommands {
             ],
             "pubsub": ["channels", "numsub", "numpat", "help"],
             "config": ["get", "set", "resetstat", "rewrite", "help"],
-            "command": ["count", "info", "docs", "list", "getkeys", "help"],
+            "command": ["count", "info", "docs", "list", "getkeys", "getkeysandflags", "help"],
             "object": ["encoding", "freq", "idletime", "refcount", "help"],
             "memory": ["usage", "doctor", "malloc-stats", "purge", "stats", "help"],
             "slowlog": ["get", "len", "reset", "help"],

@@ -206,7 +206,7 @@ enum IntrospectionCommands {
     }
 
     /// LATENCY HISTOGRAM [command ...]: for each command with timed calls (all of them, or those named, with the
-    /// subcommands of a container), its calls and their cumulative counts at powers of two microseconds.
+    /// subcommands of a container; `container|subcommand` names one subcommand), its calls and their cumulative counts at powers of two microseconds.
     static func latencyHistogram(_ c: inout CommandContext) {
         let statistics = c.server.commandStatistics
         let totals = statistics.totals
@@ -215,6 +215,17 @@ enum IntrospectionCommands {
             slots = Array(statistics.slotNames.indices)
         } else {
             for j in 2..<c.arguments.count {
+                let name = c.arguments.bytes(j)
+                // `container|subcommand` names one subcommand, as in Redis.
+                if let bar = name.firstIndex(of: UInt8(ascii: "|")) {
+                    let container = Array(name[..<bar])
+                    let subName = Array(name[(bar + 1)...])
+                    guard let index = container.withUnsafeBytes({ c.server.commands.lookup($0) }),
+                        let sub = subName.withUnsafeBytes({ c.server.commands.commands[index].subcommandIndex(named: $0) })
+                    else { continue }
+                    slots.append(statistics.slot(command: index, subcommand: sub))
+                    continue
+                }
                 // Unknown names are skipped, as in Redis.
                 guard let index = c.server.commands.lookup(c.arguments[j]) else { continue }
                 let spec = c.server.commands.commands[index]

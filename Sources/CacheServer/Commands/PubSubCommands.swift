@@ -61,11 +61,15 @@ package enum PubSubCommands {
         if let name { c.reply.writeRESPBulkString(name) } else { c.null() }
         let count = c.session.subscriptionCount
         c.integer(count.channels + count.patterns)
+        // As Redis: confirmations are sent even while CLIENT REPLY is OFF or SKIP.
+        c.sentRegardlessUntil = c.reply.writerIndex
     }
 
     static func publish(_ c: inout CommandContext) {
         let receivers = c.server.pubsub.publish(
             channel: c.arguments[1], message: c.arguments[2], current: c.session, reply: &c.reply)
+        // The publisher's own messages (subscribed in RESP3) go out whatever CLIENT REPLY says; the count does not.
+        c.sentRegardlessUntil = c.reply.writerIndex
         c.integer(receivers)
     }
 

@@ -162,6 +162,7 @@ package enum ServerCommands {
             lines = [
                 "# Clients",
                 "connected_clients:\(server.clients.count)",
+                "cluster_connections:0",
                 "maxclients:\(config.maxClients)",
                 "blocked_clients:\(blocked.blocked)",
                 "tracking_clients:\(server.tracking.statistics.clients)",
@@ -191,6 +192,20 @@ package enum ServerCommands {
                 "allocator_metadata:\(heap.metadata)",
                 "total_system_memory:\(system)",
                 "total_system_memory_human:\(humanBytes(system))",
+                // No scripting here: no Lua VM, no scripts, no functions.
+                "used_memory_lua:0",
+                "used_memory_vm_eval:0",
+                "used_memory_lua_human:0B",
+                "used_memory_scripts_eval:0",
+                "number_of_cached_scripts:0",
+                "number_of_functions:0",
+                "number_of_libraries:0",
+                "used_memory_vm_functions:0",
+                "used_memory_vm_total:0",
+                "used_memory_vm_total_human:0B",
+                "used_memory_functions:0",
+                "used_memory_scripts:0",
+                "used_memory_scripts_human:0B",
                 "maxmemory:\(config.maxMemory)",
                 "maxmemory_human:\(humanBytes(Int(clamping: config.maxMemory)))",
                 "maxmemory_policy:\(config.maxMemoryPolicy.rawValue)",
@@ -202,7 +217,18 @@ package enum ServerCommands {
                 "rss_overhead_bytes:\(rss - heap.resident)",
                 "mem_fragmentation_ratio:\(ratio(rss, used))",
                 "mem_fragmentation_bytes:\(rss - used)",
+                // Everything allocated counts toward maxmemory: no replication or AOF buffers are left out.
+                "mem_not_counted_for_evict:0",
+                "mem_replication_backlog:0",
+                "mem_total_replication_buffers:0",
+                "mem_clients_slaves:0",
+                "mem_cluster_links:0",
+                "mem_aof_buffer:0",
                 "mem_allocator:jemalloc-5.3.0",
+                "active_defrag_running:0",
+                // Keys are freed when they are removed (UNLINK and FLUSHALL ASYNC too): nothing waits to be freed.
+                "lazyfree_pending_objects:0",
+                "lazyfreed_objects:0",
             ]
         case "persistence":
             let status = server.snapshots.current
@@ -212,6 +238,11 @@ package enum ServerCommands {
                 "# Persistence",
                 "loading:0",
                 "async_loading:0",
+                // Snapshots are written by a thread, not a forked child: no copy-on-write.
+                "current_cow_peak:0",
+                "current_cow_size:0",
+                "current_cow_size_age:0",
+                "current_fork_perc:0.00",
                 "rdb_changes_since_last_save:\(changes)",
                 "rdb_bgsave_in_progress:\(background ? 1 : 0)",
                 "rdb_last_save_time:\(status.lastSaveTime / 1000)",
@@ -219,11 +250,22 @@ package enum ServerCommands {
                 "rdb_last_bgsave_time_sec:\(status.lastBackgroundSeconds)",
                 "rdb_current_bgsave_time_sec:\(background ? (now - status.currentStart) / 1000 : -1)",
                 "rdb_saves:\(status.saves)",
+                "rdb_last_cow_size:0",
                 "rdb_last_load_keys_expired:\(status.expiredOnLoad)",
                 "rdb_last_load_keys_loaded:\(status.loadedKeys)",
                 "snapshot_file:\(config.snapshotPath)",
                 "aof_enabled:0",
                 "aof_rewrite_in_progress:0",
+                "aof_rewrite_scheduled:0",
+                "aof_last_rewrite_time_sec:-1",
+                "aof_current_rewrite_time_sec:-1",
+                "aof_last_bgrewrite_status:ok",
+                "aof_rewrites:0",
+                "aof_rewrites_consecutive_failures:0",
+                "aof_last_write_status:ok",
+                "aof_last_cow_size:0",
+                "module_fork_in_progress:0",
+                "module_fork_last_cow_size:0",
             ]
         case "stats":
             let totals = shardTotals(server)
@@ -241,26 +283,55 @@ package enum ServerCommands {
                 "instantaneous_output_kbps:\(String(format: "%.2f", Double(server.stats.instantaneousOutputBytesPerSecond.load(ordering: .relaxed)) / 1024))",
                 "total_net_input_bytes:\(traffic.input - base.input)",
                 "total_net_output_bytes:\(traffic.output - base.output)",
+                "total_net_repl_input_bytes:0",
+                "total_net_repl_output_bytes:0",
+                "instantaneous_input_repl_kbps:0.00",
+                "instantaneous_output_repl_kbps:0.00",
                 "rejected_connections:\(server.stats.rejectedConnections.load(ordering: .relaxed))",
+                "sync_full:0",
+                "sync_partial_ok:0",
+                "sync_partial_err:0",
                 "expired_keys:\(totals.expired - base.expired)",
                 "evicted_keys:\(server.keyspace.evictedKeys - base.evicted)",
+                "evicted_clients:0",
                 "keyspace_hits:\(totals.hits - base.hits)",
                 "keyspace_misses:\(totals.misses - base.misses)",
                 "total_error_replies:\(server.commandStatistics.totals.errors.values.reduce(0, +))",
                 "pubsub_channels:\(pubsub.channels)",
                 "pubsub_patterns:\(pubsub.patterns)",
+                "pubsubshard_channels:0",
+                "latest_fork_usec:0",
+                "total_forks:0",
                 "migrate_cached_sockets:\(server.migrateSockets.count)",
+                "slave_expires_tracked_keys:0",
+                "active_defrag_hits:0",
+                "active_defrag_misses:0",
+                "active_defrag_key_hits:0",
+                "active_defrag_key_misses:0",
+                "total_active_defrag_time:0",
+                "current_active_defrag_time:0",
                 "tracking_total_keys:\(tracking.keys)",
                 "tracking_total_items:\(tracking.items)",
                 "tracking_total_prefixes:\(tracking.prefixes)",
+                "unexpected_error_replies:0",
             ]
         case "replication":
-            lines = ["# Replication", "role:master", "connected_slaves:0", "master_repl_offset:0"]
+            lines = [
+                "# Replication", "role:master", "connected_slaves:0", "master_failover_state:no-failover",
+                "master_replid:\(server.replicationID)", "master_replid2:0000000000000000000000000000000000000000",
+                "master_repl_offset:0", "second_repl_offset:-1", "repl_backlog_active:0",
+                "repl_backlog_first_byte_offset:0", "repl_backlog_histlen:0",
+            ]
         case "cpu":
             var usage = rusage()
             getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
             func seconds(_ t: timeval) -> String { String(format: "%.6f", Double(t.tv_sec) + Double(t.tv_usec) / 1e6) }
-            lines = ["# CPU", "used_cpu_sys:\(seconds(usage.ru_stime))", "used_cpu_user:\(seconds(usage.ru_utime))"]
+            var children = rusage()
+            getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &children)
+            lines = [
+                "# CPU", "used_cpu_sys:\(seconds(usage.ru_stime))", "used_cpu_user:\(seconds(usage.ru_utime))",
+                "used_cpu_sys_children:\(seconds(children.ru_stime))", "used_cpu_user_children:\(seconds(children.ru_utime))",
+            ]
         case "commandstats":
             let totals = server.commandStatistics.totals
             lines = ["# Commandstats"]
@@ -439,7 +510,9 @@ package enum ServerCommands {
             c.reply.writeRESPMapHeader(specs.count, c.version)
             for (spec, parent) in specs { writeDocs(&c, spec, parent: parent) }
         } else if a.matches(1, "getkeys") && a.count >= 4 {
-            getKeys(&c, table)
+            getKeys(&c, table, withFlags: false)
+        } else if a.matches(1, "getkeysandflags") && a.count >= 4 {
+            getKeys(&c, table, withFlags: true)
         } else if a.matches(1, "help") && a.count == 2 {
             ConnectionCommands.help(&c, "COMMAND", [
                 "(no subcommand)", "    Return details about all Redis commands.",
@@ -455,6 +528,8 @@ package enum ServerCommands {
                 "    commands are returned.",
                 "GETKEYS <full-command>",
                 "    Return the keys from a full Redis command.",
+                "GETKEYSANDFLAGS <full-command>",
+                "    Return the keys and the access flags from a full Redis command.",
             ])
         } else {
             ConnectionCommands.subcommandError(&c)
@@ -475,18 +550,21 @@ package enum ServerCommands {
     }
 
     /// COMMAND GETKEYS command [arg ...]: the keys of a full command, found as Redis 7.0 finds them (its key
-    /// positions), with its errors.
-    static func getKeys(_ c: inout CommandContext, _ table: [CommandSpec]) {
+    /// positions), with its errors; COMMAND GETKEYSANDFLAGS (`withFlags`): each key with the flags of its key
+    /// specification (``KeySpecFlags``).
+    static func getKeys(_ c: inout CommandContext, _ table: [CommandSpec], withFlags: Bool) {
         let a = c.arguments
         let argc = a.count - 2
         guard let index = c.server.commands.lookup(a[2]) else { return c.error("ERR Invalid command specified") }
         var spec = table[index]
+        var name = spec.originalName
         if !spec.subcommands.isEmpty && argc > 1 {
             // A container names a subcommand, as in Redis's lookup; an unknown one is no command.
             guard let sub = spec.subcommandIndex(named: a[3]), !spec.subcommands[sub].flags.contains(.unlisted) else {
                 return c.error("ERR Invalid command specified")
             }
             spec = spec.subcommands[sub]
+            name += "|" + spec.name
         }
         guard spec.firstKey > 0 else { return c.error("ERR The command has no key arguments") }
         guard spec.acceptsArgumentCount(argc) else { return c.error("ERR Invalid number of arguments specified for command") }
@@ -500,7 +578,17 @@ package enum ServerCommands {
             positions = found
         }
         c.arrayHeader(positions.count)
-        for position in positions { c.bulk(a[position + 2]) }
+        for position in positions {
+            guard withFlags else {
+                c.bulk(a[position + 2])
+                continue
+            }
+            c.arrayHeader(2)
+            c.bulk(a[position + 2])
+            let flags = KeySpecFlags.flags(of: name, firstKey: position == spec.firstKey, arguments: a, from: 2)
+            c.reply.writeRESPSetHeader(flags.count, c.version)
+            for flag in flags { c.reply.writeRESPSimpleString(flag) }
+        }
     }
 
     /// One command's COMMAND INFO entry, in Redis 7's ten-field layout.

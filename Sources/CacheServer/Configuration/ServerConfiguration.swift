@@ -288,7 +288,8 @@ public struct ServerConfiguration: Sendable, Equatable {
 
     /// Output buffer limits per client class.
     public struct OutputBufferLimits: Sendable, Equatable {
-        public var normal = OutputBufferLimit(hard: 256 * 1024 * 1024, soft: 64 * 1024 * 1024, softSeconds: 60)
+        /// No limit, as in Redis 7.0: any value that can be written (up to `proto-max-bulk-len`) can be read.
+        public var normal = OutputBufferLimit(hard: 0, soft: 0, softSeconds: 0)
         public var replica = OutputBufferLimit(hard: 256 * 1024 * 1024, soft: 64 * 1024 * 1024, softSeconds: 60)
         public var pubsub = OutputBufferLimit(hard: 32 * 1024 * 1024, soft: 8 * 1024 * 1024, softSeconds: 60)
 

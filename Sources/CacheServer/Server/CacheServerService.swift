@@ -20,6 +20,9 @@ public final class CacheServerService: Service, Sendable {
     /// How SHUTDOWN asked the server to stop; nil for a signal.
     private let shutdownRequest = Mutex<ShutdownRequest?>(nil)
     private let stopping = Atomic<Bool>(false)
+    /// Set while the snapshot loads at start, and when a shutdown calls that load off.
+    private let loading = Atomic<Bool>(false)
+    private let loadCancelled = Atomic<Bool>(false)
 
     /// A server with `configuration`.
     /// - Parameters:
@@ -46,7 +49,13 @@ public final class CacheServerService: Service, Sendable {
         let config = state.config
         let logger = state.logger
         try state.loadUsers()
-        try await loadSnapshot(config)
+        // As Redis: a shutdown asked for while the snapshot loads stops the load, and the server exits without
+        // saving (the file on disk holds more than what was loaded).
+        guard try await loadSnapshot(config) else {
+            logger.notice("Shutdown requested while the snapshot loaded: stopped loading, exiting without saving")
+            logger.notice("cached-server is now ready to exit, bye bye...")
+            return
+        }
         let threads = config.ioThreads > 0 ? config.ioThreads : System.coreCount
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let state = self.state
@@ -117,27 +126,39 @@ public final class CacheServerService: Service, Sendable {
         if let failure = saved { throw failure }
     }
 
-    /// Loads the snapshot file, on a thread of its own, before anything listens.
-    private func loadSnapshot(_ config: ServerConfiguration) async throws {
+    /// Whether the snapshot is loading (at start): a signal then stops the load.
+    public var isLoading: Bool { loading.load(ordering: .relaxed) }
+
+    /// Loads the snapshot file, on a thread of its own, before anything listens. Returns false when a graceful
+    /// shutdown (SIGTERM, SIGINT) called the load off.
+    private func loadSnapshot(_ config: ServerConfiguration) async throws -> Bool {
         let state = self.state
         let exists = access(config.snapshotPath, F_OK) == 0
         if exists {
             notifySystemd("STATUS=Loading the snapshot \(config.snapshotPath)")
         }
-        try await extendingSystemdTimeout(exists) {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let thread = Thread {
-                    cached_name_current_thread("cached-load")
-                    do {
-                        try state.snapshots.load(config)
-                        continuation.resume()
-                    } catch {
-                        continuation.resume(throwing: error)
+        loading.store(true, ordering: .relaxed)
+        defer { loading.store(false, ordering: .relaxed) }
+        return try await withGracefulShutdownHandler {
+            try await extendingSystemdTimeout(exists) {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
+                    let thread = Thread { [self] in
+                        cached_name_current_thread("cached-load")
+                        do throws(SnapshotLoadError) {
+                            try state.snapshots.load(config) { loadCancelled.load(ordering: .relaxed) }
+                            continuation.resume(returning: !loadCancelled.load(ordering: .relaxed))
+                        } catch where error.isCancellation {
+                            continuation.resume(returning: false)
+                        } catch {
+                            continuation.resume(throwing: error)
+                        }
                     }
+                    thread.name = "cached-load"
+                    thread.start()
                 }
-                thread.name = "cached-load"
-                thread.start()
             }
+        } onGracefulShutdown: {
+            self.loadCancelled.store(true, ordering: .relaxed)
         }
     }
 
@@ -175,7 +196,9 @@ public final class CacheServerService: Service, Sendable {
         let due: Bool
         switch request {
         case nil:
-            due = !config.savePoints.isEmpty
+            // Unlike Redis, not when the file holds the dataset already (nothing changed since it was loaded or
+            // saved): a server stopped right after a large load does not write it all again.
+            due = !config.savePoints.isEmpty && !state.snapshots.fileHoldsDataset(config.snapshotPath)
         case let request?:
             // SHUTDOWN saved already when it was asked to (or had save points), before the listeners closed;
             // when that failed and FORCE made it go on, it exits without trying again.

@@ -676,6 +676,10 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     @exclusivity(unchecked) private var unflushed = false
 
     private func flush(context: ChannelHandlerContext) {
+        // BCAST invalidations of the commands just run go out together, after their replies.
+        if server.tracking.hasPendingBroadcast {
+            server.sendBroadcastInvalidations(current: session, reply: &output)
+        }
         write(context: context, flush: true)
         if unflushed {
             unflushed = false

@@ -20,12 +20,32 @@ extension ServerState {
         send(list, current: current, reply: &reply, replyStart: replyStart)
     }
 
+    /// Sends the invalidations of the keys eviction (and expiry) removed before `current`'s command runs, as
+    /// Redis's eviction before a command does: to every client that tracks them (NOLOOP does not apply: no
+    /// client changed them), `current` included, whose messages go at the end of `reply`, ahead of its command's
+    /// reply.
+    package func sendRemovalInvalidations(current: ClientSession, reply: inout ByteBuffer) {
+        let keys = keyspace.removals.drain()
+        guard !keys.isEmpty else { return }
+        let list = tracking.invalidations(modified: keys, flushed: false, origin: nil)
+        send(list, current: current, reply: &reply, replyStart: reply.writerIndex)
+    }
+
+    /// Sends the BCAST invalidations collected since the last time, as Redis does before its event loop sleeps:
+    /// called when a connection has run what it read, with the messages for `current` appended to `reply`.
+    package func sendBroadcastInvalidations(current: ClientSession?, reply: inout ByteBuffer) {
+        let list = tracking.pendingBroadcastInvalidations()
+        guard !list.isEmpty else { return }
+        send(list, current: current, reply: &reply, replyStart: reply.writerIndex)
+    }
+
     /// Sends the keys expiry and eviction removed outside any command (the sweeper's), and, when the table
     /// holds more than `tableLimit` keys, invalidates the excess as Redis's `trackingLimitUsedSlots` does.
     package func sendBackgroundInvalidations(tableLimit: Int) {
         guard tracking.isActive else { return }
         var unused = ByteBuffer()
         sendInvalidations(modified: [], flushed: false, current: nil, reply: &unused, replyStart: 0)
+        sendBroadcastInvalidations(current: nil, reply: &unused)
         let excess = tracking.keysOverLimit(tableLimit)
         if !excess.isEmpty {
             send(tracking.invalidations(modified: excess, flushed: false, origin: nil, broadcast: false),

@@ -49,6 +49,9 @@ package final class ServerState: Sendable {
     package let startTime: Int64
     /// 40 random hex digits, as Redis's run_id.
     package let runID: String
+    /// The replication ID INFO reports (`master_replid`): random, as Redis makes one at start; no replica
+    /// ever uses it.
+    package let replicationID: String
     private let configuration: Mutex<ServerConfiguration>
     private let shutdownHook = Mutex<(@Sendable (ShutdownRequest) -> Void)?>(nil)
     private let listenHook = Mutex<(@Sendable (ServerConfiguration) -> Bool)?>(nil)
@@ -102,6 +105,7 @@ package final class ServerState: Sendable {
         self.startTime = clock.nowMilliseconds()
         self.snapshots = SnapshotCoordinator(keyspace: keyspace, clock: clock, logger: logger)
         self.runID = (0..<40).map { _ in String("0123456789abcdef".randomElement()!) }.joined()
+        self.replicationID = (0..<40).map { _ in String("0123456789abcdef".randomElement()!) }.joined()
         self.configuration = Mutex(configuration)
         self.limitsCache = Mutex(Self.limits(for: configuration))
         busyPollWindow.store(Int64(configuration.busyPoll) * 1000, ordering: .relaxed)

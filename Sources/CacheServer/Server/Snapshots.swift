@@ -43,6 +43,9 @@ package final class SnapshotCoordinator: @unchecked Sendable {
         package var expiredOnLoad = 0
         /// A BGSAVE SCHEDULE is waiting for the save in progress to end.
         package var scheduled = false
+        /// The file that holds the dataset as it was at ``changesAtLastSave``: the snapshot loaded at start or
+        /// the last one saved; nil when there is none.
+        package var inFile: String?
 
         package init(lastSaveTime: Int64) {
             self.lastSaveTime = lastSaveTime
@@ -83,6 +86,12 @@ package final class SnapshotCoordinator: @unchecked Sendable {
     package var changesSinceLastSave: Int {
         let total = keyspace.totalChanges
         return max(0, total - current.changesAtLastSave)
+    }
+
+    /// Whether the snapshot file at `path` holds the dataset as it is: loaded from it or saved to it, and
+    /// nothing changed since. A final save would write the same keys again.
+    package func fileHoldsDataset(_ path: String) -> Bool {
+        current.inFile == path && changesSinceLastSave == 0 && access(path, F_OK) == 0
     }
 
     // MARK: saving
@@ -201,6 +210,7 @@ package final class SnapshotCoordinator: @unchecked Sendable {
             status.lastSaveTime = finished
             status.changesAtLastSave = changesBefore
             status.saves += 1
+            status.inFile = path
         case .failure:
             if background { failedInBackground.store(true, ordering: .relaxed) }
             status.lastSaveOK = false
@@ -290,9 +300,12 @@ package final class SnapshotCoordinator: @unchecked Sendable {
     // MARK: loading
 
     /// Loads the snapshot file at startup. Returns nil when there is none; throws ``SnapshotLoadError`` when
-    /// the file cannot be used and `snapshot-load-corrupt` is `fail`.
+    /// the file cannot be used and `snapshot-load-corrupt` is `fail`, or when `cancelled` answered true (asked
+    /// between blocks: a shutdown while loading) with ``SnapshotLoadError/isCancellation`` set.
     @discardableResult
-    package func load(_ config: ServerConfiguration) throws(SnapshotLoadError) -> SnapshotLoadSummary? {
+    package func load(
+        _ config: ServerConfiguration, cancelled: () -> Bool = { false }
+    ) throws(SnapshotLoadError) -> SnapshotLoadSummary? {
         let path = config.snapshotPath
         let leftover = SnapshotWriter.temporaryPath(for: path)
         if unlink(leftover) == 0 {
@@ -300,9 +313,11 @@ package final class SnapshotCoordinator: @unchecked Sendable {
         }
         let keep = config.snapshotLoadCorrupt == .skip
         let monotonicStart = DispatchTime.now().uptimeNanoseconds
+        if access(path, F_OK) == 0 { logger.notice("Loading the snapshot", metadata: ["file": "\(path)"]) }
         let summary: SnapshotLoadSummary?
         do throws(SnapshotError) {
-            summary = try SnapshotReader.load(path, into: keyspace, now: clock.nowMilliseconds(), keepIntactPart: keep)
+            summary = try SnapshotReader.load(
+                path, into: keyspace, now: clock.nowMilliseconds(), keepIntactPart: keep, cancelled: cancelled)
         } catch {
             throw SnapshotLoadError(underlying: error)
         }
@@ -315,6 +330,8 @@ package final class SnapshotCoordinator: @unchecked Sendable {
         status.loadedKeys = summary.keys
         status.expiredOnLoad = summary.expired
         status.changesAtLastSave = keyspace.totalChanges
+        // A damaged file is moved aside: it holds more than was loaded.
+        status.inFile = summary.damage == nil ? path : nil
         condition.unlock()
         if let damage = summary.damage {
             let aside = path + ".corrupt"
@@ -340,6 +357,9 @@ package final class SnapshotCoordinator: @unchecked Sendable {
 /// The snapshot file could not be loaded at startup, and `snapshot-load-corrupt` is `fail`.
 public struct SnapshotLoadError: Error, CustomStringConvertible {
     let underlying: SnapshotError
+
+    /// Whether the load was called off (a shutdown while it ran) rather than failed.
+    public var isCancellation: Bool { underlying.kind == .cancelled }
 
     /// Whether the file itself is at fault (damaged, of a newer format, or for more databases than
     /// configured), so that starting again cannot succeed; false for I/O errors and lack of memory.

@@ -22,8 +22,9 @@ package struct TrackingOptions: Sendable, Equatable {
 ///
 /// In the default mode the table remembers, for every key a tracking client read, that client's id, and
 /// forgets it once it has sent that client one invalidation. In BCAST mode nothing is remembered: every
-/// modified key that starts with a registered prefix is sent to the prefix's clients, in one message per
-/// prefix and command. As in Redis, keys are names only (not per database), and the ids of clients that
+/// modified key that starts with a registered prefix is collected, and the keys collected go to the prefix's
+/// clients in one message per prefix when a connection has run the commands it read (Redis sends them before
+/// its event loop sleeps): the keys of one EXEC, or of a pipeline, arrive together. As in Redis, keys are names only (not per database), and the ids of clients that
 /// turned tracking off are dropped lazily, when their keys next change.
 ///
 /// Nothing here is on the path of a command while no client tracks: ``isActive`` is one relaxed load (of a flag
@@ -44,10 +45,14 @@ package final class TrackingTable: Sendable {
         var items = 0
         /// BCAST mode: prefix → ids of its clients.
         var prefixes: [[UInt8]: Set<Int>] = [:]
+        /// BCAST mode: prefix → the modified keys not sent yet, each with the id of the client that modified
+        /// it (nil for expiry and eviction, or when several clients did, as NOLOOP then keeps it).
+        var pendingBroadcast: [[UInt8]: [[UInt8]: Int?]] = [:]
     }
 
     private let state = Mutex(State())
     private let active = Atomic<Bool>(false)
+    private let broadcastPending = Atomic<Bool>(false)
     private let removals: RemovalFeed
 
     package init(removals: RemovalFeed) {
@@ -57,6 +62,10 @@ package final class TrackingTable: Sendable {
     /// Whether any client has tracking on.
     @inline(__always)
     package var isActive: Bool { active.load(ordering: .relaxed) }
+
+    /// Whether BCAST keys wait to be sent (``pendingBroadcastInvalidations()``): one relaxed load.
+    @inline(__always)
+    package var hasPendingBroadcast: Bool { broadcastPending.load(ordering: .relaxed) }
 
     /// Switches ``isActive`` and the removal feed together (with the state's lock held).
     private func setActive(_ on: Bool) {
@@ -136,8 +145,9 @@ package final class TrackingTable: Sendable {
     }
 
     /// The invalidations that `modified` keys (changed by client `origin`, or by expiry or eviction when
-    /// nil) and a flush cause, in Redis's order: flushes, then each key's default-mode clients, then one
-    /// message per BCAST prefix with its keys in byte order. Default-mode entries are forgotten.
+    /// nil) and a flush cause, in Redis's order: flushes, then each key's default-mode clients. Default-mode
+    /// entries are forgotten. Keys under a BCAST prefix (with `broadcast`) are collected for
+    /// ``pendingBroadcastInvalidations()``.
     package func invalidations(modified: [[UInt8]], flushed: Bool, origin: Int?, broadcast: Bool = true)
         -> [Invalidation]
     {
@@ -151,10 +161,14 @@ package final class TrackingTable: Sendable {
                 state.keys = [:]
                 state.items = 0
             }
-            var batches: [[UInt8]: [[UInt8]: Int?]] = [:]
+            var collected = false
             for key in modified {
                 for (prefix, _) in state.prefixes where broadcast && key.starts(with: prefix) {
-                    batches[prefix, default: [:]][key] = .some(origin)
+                    // A key changed by two clients in one batch is NOLOOP's neither.
+                    let previous: Int?? = state.pendingBroadcast[prefix]?[key]
+                    let kept: Int? = previous.map { $0 == origin ? origin : nil } ?? origin
+                    state.pendingBroadcast[prefix, default: [:]][key] = .some(kept)
+                    collected = true
                 }
                 guard let ids = state.keys.removeValue(forKey: key) else { continue }
                 state.items -= ids.count
@@ -164,8 +178,21 @@ package final class TrackingTable: Sendable {
                     out.append(Invalidation(session: client.session, redirect: client.options.redirect, keys: [key]))
                 }
             }
-            for prefix in batches.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
-                let changed = batches[prefix]!
+            if collected { broadcastPending.store(true, ordering: .relaxed) }
+            return out
+        }
+    }
+
+    /// The BCAST messages for the keys collected since the last call, which it forgets: for each prefix in
+    /// byte order, one message per client of the prefix with the keys in byte order (for a NOLOOP client,
+    /// without those it modified itself).
+    package func pendingBroadcastInvalidations() -> [Invalidation] {
+        guard broadcastPending.load(ordering: .relaxed) else { return [] }
+        return state.withLock { state in
+            broadcastPending.store(false, ordering: .relaxed)
+            var out: [Invalidation] = []
+            for prefix in state.pendingBroadcast.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+                let changed = state.pendingBroadcast[prefix]!
                 let sortedKeys = changed.keys.sorted { $0.lexicographicallyPrecedes($1) }
                 for id in (state.prefixes[prefix] ?? []).sorted() {
                     guard let client = state.clients[id] else { continue }
@@ -174,6 +201,7 @@ package final class TrackingTable: Sendable {
                     out.append(Invalidation(session: client.session, redirect: client.options.redirect, keys: keys))
                 }
             }
+            state.pendingBroadcast = [:]
             return out
         }
     }

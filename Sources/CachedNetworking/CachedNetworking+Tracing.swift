@@ -18,7 +18,7 @@ extension CachedNetworking {
         guard let logger else {
             return await traced(request, body: body, policy: policy, transport: transport, shutDown: shutDown)
         }
-        return await RequestLogging.$logger.withValue(logger) {
+        return await RequestLogging.with(logger) {
             await traced(request, body: body, policy: policy, transport: transport, shutDown: shutDown)
         }
     }

@@ -175,6 +175,7 @@ public final class CachedNetworking: Sendable {
         var forwardedAsIs = false
         let response = try await respond(
             request, body: body, policy: policy, transport: transport, clientConditional: nil, forwardedAsIs: &forwardedAsIs)
+        guard logs(.debug) else { return response }
         log.debug(
             "answered",
             metadata: [
@@ -190,6 +191,7 @@ public final class CachedNetworking: Sendable {
     /// `clientConditional` is the client's request when `request` is that request without the conditions the
     /// cache evaluates itself (see ``respondConditional(_:body:policy:transport:)``): then, when no
     /// stored response can be used, `clientConditional` goes to the origin as it is, and `forwardedAsIs` is set.
+    @inline(__always)
     private func respond(
         _ request: HTTPRequest,
         body: ByteBuffer?,
@@ -339,6 +341,7 @@ public final class CachedNetworking: Sendable {
     /// The stored response of `found` served as it is, when `policy` or `decision` allow that without the origin
     /// and without a background refresh (`returnCacheData…` policies, fresh, or stale within `max-stale`); nil
     /// otherwise.
+    @inline(__always)
     private func servedAsStored(
         _ found: FoundEntry, method: HTTPRequest.Method, policy: CachePolicy, decision: ReuseDecision, at now: Date
     ) -> CachedResponse? {

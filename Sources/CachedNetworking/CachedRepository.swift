@@ -381,7 +381,7 @@ public final class CachedRepository<Value: Sendable>: Sendable {
     ///   async source throws.
     public func read(policy: CachePolicy? = nil, logger: Logger? = nil) async throws(CachedRepositoryError) -> CachedValue<Value> {
         guard let logger else { return try await readValue(policy: policy) }
-        return try await RequestLogging.$logger.withValue(logger) { () async -> Result<CachedValue<Value>, CachedRepositoryError> in
+        return try await RequestLogging.with(logger) { () async -> Result<CachedValue<Value>, CachedRepositoryError> in
             do throws(CachedRepositoryError) {
                 return .success(try await readValue(policy: policy))
             } catch {

@@ -149,6 +149,7 @@ struct CacheMetrics: Sendable {
     }
 
     /// Now, when durations are recorded (see ``timing``); nil otherwise.
+    @inline(__always)
     var timingStart: ContinuousClock.Instant? { timing ? ContinuousClock.now : nil }
 
     /// Records a store call of `operation` that started at `start` (nil: not timed).
@@ -158,6 +159,7 @@ struct CacheMetrics: Sendable {
     }
 
     /// Records `timer`'s duration from `start` (nil: not timed).
+    @inline(__always)
     func record(_ timer: Timer, since start: ContinuousClock.Instant?) {
         guard let start else { return }
         timer.recordNanoseconds(Self.nanoseconds(since: start))

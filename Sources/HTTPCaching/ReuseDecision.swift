@@ -222,7 +222,7 @@ public struct PreparedStoredResponse: Sendable, Hashable {
     /// Whether the preparation holds under `rules`: always, unless `rules` obey other targeted fields, or the
     /// lifetime is heuristic and `rules` compute heuristics differently.
     public func isPrepared(for rules: CachingRules) -> Bool {
-        targetedFields == rules.targetedCacheControlFields
+        (targetedFields.isEmpty ? rules.targetedCacheControlFields.isEmpty : targetedFields == rules.targetedCacheControlFields)
             && (freshnessLifetime.source != .heuristic
                 || (heuristicFraction == rules.heuristicFraction && heuristicLimit == rules.heuristicLimit))
     }

@@ -150,7 +150,9 @@ struct HostileClientsLiveTests {
         #expect(clients.contains("connected_clients:\(Self.concurrentClients + 1)\r\n"))
 
         connections.removeAll()
-        try poll("the server to see the 2,000 clients go") {
+        // Closing 2,000 connections is real work for a debug build: on a loaded machine it has taken over 10 s. The
+        // test is about the server seeing every client go, not how fast: a generous bound, met at once when idle.
+        try poll("the server to see the 2,000 clients go", timeout: 60) {
             try observer.command("INFO", "clients").text?.contains("connected_clients:1\r\n") == true
         }
         #expect(try observer.command("PING") == .status("PONG"))

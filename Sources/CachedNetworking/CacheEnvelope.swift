@@ -231,12 +231,15 @@ extension CacheEnvelope.VaryIndex {
     ///   least recently used first (their entries should be removed).
     mutating func recordUse(of hash: UInt64, at seconds: Int64, limit: Int, granularity: Int64) -> (changed: Bool, evicted: [UInt64]) {
         if let position = variants.firstIndex(where: { $0.hash == hash }) {
-            guard seconds - variants[position].lastUsed >= granularity else { return (false, []) }
+            // The list's order is the recency; `lastUsed` only spaces the rewrites. A stored time from a clock far
+            // off (or a damaged record) must neither trap nor freeze the order: an overflow counts as long ago.
+            let (age, overflow) = seconds.subtractingReportingOverflow(variants[position].lastUsed)
+            guard overflow || age >= granularity || age < 0 else { return (false, []) }
             variants.remove(at: position)
-            variants.append(CacheEnvelope.VariantUse(hash: hash, lastUsed: max(seconds, variants.last?.lastUsed ?? seconds)))
+            variants.append(CacheEnvelope.VariantUse(hash: hash, lastUsed: seconds))
             return (true, [])
         }
-        variants.append(CacheEnvelope.VariantUse(hash: hash, lastUsed: max(seconds, variants.last?.lastUsed ?? seconds)))
+        variants.append(CacheEnvelope.VariantUse(hash: hash, lastUsed: seconds))
         let excess = variants.count - max(1, limit)
         guard excess > 0 else { return (true, []) }
         let evicted = variants.prefix(excess).map(\.hash)

@@ -262,9 +262,12 @@ extension CachedNetworking {
         // A stale response may answer while the origin is unreachable only without a directive that forbids it.
         let disconnectedWindow =
             directives.requiresRevalidationWhenStale || directives.requiresValidationBeforeUse
-            ? 0 : Int(configuration.staleWhenDisconnected.components.seconds)
+            ? 0 : min(Int(configuration.staleWhenDisconnected.components.seconds), maximumDeltaSeconds)
         let staleWindows = max(directives.staleWhileRevalidate ?? 0, directives.staleIfError ?? 0, disconnectedWindow)
-        let seconds = remaining + staleWindows + Int(configuration.staleRetention.components.seconds)
+        // Each part is at most maximumDeltaSeconds (2^31), so the sum cannot overflow, however large the
+        // configured durations.
+        let retention = min(max(0, Int(configuration.staleRetention.components.seconds)), maximumDeltaSeconds)
+        let seconds = remaining + staleWindows + retention
         return (.seconds(seconds), remaining > 0 || staleWindows > 0)
     }
 
@@ -315,7 +318,7 @@ extension CachedNetworking {
             if decision.staleIfErrorAllowed, error.kind == .transport {
                 return .success(staleOnError(found, decision: decision, context: context, forward: forward, status: nil))
             }
-            if error.kind == .transport, servesStaleWhenDisconnected(decision) {
+            if Self.isDisconnection(error), servesStaleWhenDisconnected(decision) {
                 return .success(
                     staleOnError(found, decision: decision, context: context, forward: forward, status: nil, disconnected: true))
             }
@@ -409,6 +412,17 @@ extension CachedNetworking {
         _ = await storeResponse(
             HTTPTransportResponse(response: updated, body: stored.body), context: getContext, lookup: lookup,
             requestTime: requestTime, responseTime: responseTime, existing: found, storedAt: stored.storedAt)
+    }
+
+    /// Whether `error` says the origin could not be reached: the transport's ``HTTPTransportError`` of kind
+    /// `connectionFailed`, `connectionLost`, `hostNotFound` or `timeout`. An invalid response, a body too large,
+    /// or an error of another type is not a disconnection: the origin (or the transport) answered.
+    static func isDisconnection(_ error: CachedNetworkingError) -> Bool {
+        guard error.kind == .transport, let transportError = error.underlying as? HTTPTransportError else { return false }
+        switch transportError.kind {
+        case .connectionFailed, .connectionLost, .hostNotFound, .timeout: return true
+        default: return false
+        }
     }
 
     /// Whether the origin's failure to answer lets `decision`'s stored response answer in its place

@@ -121,7 +121,8 @@ public final class CachedNetworking: Sendable {
     /// success invalidates the stored responses for its target (and same-origin `Location` and
     /// `Content-Location`). A GET or HEAD with `If-None-Match` or `If-Modified-Since` is answered from the cache when a
     /// stored response can be used, with `304 Not Modified` when the client's copy is current (RFC 9111 §4.3.2);
-    /// requests with `If-Match`, `If-Unmodified-Since`, `If-Range` or `Range` are forwarded as they are.
+    /// a GET's `Range` (with `If-Range`) is cut from the response the cache chose (RFC 9110 §14); requests with
+    /// `If-Match` or `If-Unmodified-Since` are forwarded as they are.
     ///
     /// A `transport` given here carries this call's origin requests instead of the cache's own transport: an
     /// integration that has its own way to the origin for each call (a client middleware's next step) passes it.

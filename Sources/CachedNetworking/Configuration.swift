@@ -36,12 +36,14 @@ extension CachedNetworking {
         /// revalidated with a cheap 304, or served under `max-stale` or ``CachePolicy/returnCacheDataElseLoad``.
         /// (A response that is stale on arrival, has no validator and no stale window is not stored at all.)
         public var staleRetention: Duration = .seconds(3_600)
-        /// How stale a stored response may be and still answer when the origin cannot be reached: the
-        /// connection is refused, reset or times out, or a gateway answers 502 or 504 (RFC 9111 §4.2.4, which
+        /// How stale a stored response may be and still answer when the origin cannot be reached: the transport
+        /// fails with an ``HTTPTransportError`` of kind `connectionFailed`, `connectionLost`, `hostNotFound` or
+        /// `timeout`, or a gateway answers 502 or 504 (RFC 9111 §4.2.4, which
         /// lets a disconnected cache serve stale). Never when the response has `must-revalidate`,
         /// `proxy-revalidate`, `s-maxage` or an unqualified `no-cache`, or the request has `no-cache`. Zero (the
         /// default) serves stale on failures only where `stale-if-error` allows it. Responses are kept in the
-        /// store for this long past their other stale windows.
+        /// store past their freshness for the longest of this, `stale-while-revalidate` and `stale-if-error`, then
+        /// ``staleRetention``.
         public var staleWhenDisconnected: Duration = .zero
         /// Shortest life of the small record that lists a URL's `Vary` field names.
         public var varyIndexLifetime: Duration = .seconds(86_400)

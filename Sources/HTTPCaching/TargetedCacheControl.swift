@@ -15,7 +15,7 @@ extension ResponseCacheControl {
     public init(_ headerFields: HTTPFields, rules: CachingRules) {
         for name in rules.targetedCacheControlFields {
             let values = headerFields[values: name]
-            guard !values.isEmpty, let directives = TargetedCacheControl.parse(values), !directives.isEmpty else {
+            guard !values.isEmpty, let directives = TargetedCacheControl.parse(values) else {
                 continue
             }
             self.init(directives: directives)
@@ -28,7 +28,9 @@ extension ResponseCacheControl {
 
 /// The Structured Fields reading of a targeted cache-control field (RFC 9213 §2.1, RFC 8941 §4.2).
 enum TargetedCacheControl {
-    /// The field lines' directives, or nil when they are not one valid Dictionary.
+    /// The field lines' directives, or nil when they are not one valid, non-empty Dictionary. A Dictionary whose
+    /// members are all left out is still the field's value: it gives no directives, and still replaces
+    /// `Cache-Control` (RFC 9213 §2.2 falls back only on an empty or invalid field).
     ///
     /// A member's value maps to the `Cache-Control` argument it stands for: `true` to none, an Integer to its
     /// digits, a String or Token to its text. Members a cache directive cannot be (`?0`, Decimals, Byte
@@ -82,6 +84,7 @@ enum TargetedCacheControl {
                 skip { $0 == 0x20 || $0 == 0x09 }
                 guard current != nil else { return nil }  // a trailing comma
             }
+            guard !members.isEmpty else { return nil }
             return members.compactMap { member in
                 guard case .directive(let argument) = member.value else { return nil }
                 return CacheDirective(name: member.key, value: argument)

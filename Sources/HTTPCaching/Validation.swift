@@ -3,8 +3,8 @@ public import HTTPTypes
 /// Validation of stored responses: conditional requests and updating after `304 Not Modified`
 /// (RFC 9111 §4.3).
 public enum Validation {
-    /// Header fields that make a client's request conditional or partial. (A cache evaluates `If-None-Match` and
-    /// `If-Modified-Since` itself and forwards the others: see ``ClientConditions``.)
+    /// Header fields that make a client's request conditional or partial. (A cache evaluates `If-None-Match`,
+    /// `If-Modified-Since`, `Range` and `If-Range` itself and forwards the others: see ``ClientConditions``.)
     public static let conditionalRequestFields: [HTTPField.Name] = [
         .ifNoneMatch, .ifModifiedSince, .ifMatch, .ifUnmodifiedSince, .ifRange, .range,
     ]

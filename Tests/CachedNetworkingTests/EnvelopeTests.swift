@@ -66,6 +66,21 @@ struct EnvelopeTests {
         #expect(index.recordUse(of: 40, at: 62, limit: 0, granularity: 60) == (true, [10, 30]))
     }
 
+    @Test("a variant's recorded use from a clock far off, or a damaged record, neither traps nor freezes the order")
+    func recordUseWithWildTimes() {
+        var index = CacheEnvelope.VaryIndex(nonce: 1, method: "GET", uri: "https://e/", fieldNames: ["accept"])
+        index.variants = [.init(hash: 10, lastUsed: .min), .init(hash: 20, lastUsed: .max), .init(hash: 30, lastUsed: 0)]
+        // Int64.min: the age overflows and counts as long ago.
+        #expect(index.recordUse(of: 10, at: 100, limit: 5, granularity: 60) == (true, []))
+        // A last use in the future (another process's clock ahead): rewritten with this clock's time.
+        #expect(index.recordUse(of: 20, at: 100, limit: 5, granularity: 60) == (true, []))
+        #expect(index.variants == [.init(hash: 30, lastUsed: 0), .init(hash: 10, lastUsed: 100), .init(hash: 20, lastUsed: 100)])
+        // A new variant takes this clock's time, not the latest in the list.
+        index.variants.append(.init(hash: 40, lastUsed: .max))
+        #expect(index.recordUse(of: 50, at: 101, limit: 5, granularity: 60) == (true, []))
+        #expect(index.variants.last == .init(hash: 50, lastUsed: 101))
+    }
+
     @Test("the envelope starts with the magic and the format version")
     func header() {
         let bytes = Array(CacheEnvelope.response(entry).encoded().readableBytesView)

@@ -95,7 +95,7 @@ struct OriginControlScenarioTests {
     /// with `failure` from then on.
     func storeThenFail(
         _ origin: FakeHTTPTransport, _ clock: ManualCacheClock, cache: CachedNetworking, cacheControl: String,
-        staleFor: Int, failure: FakeHTTPTransport.Reply = .failure(FakeHTTPTransport.ConnectionRefused())
+        staleFor: Int, failure: FakeHTTPTransport.Reply = .failure(HTTPTransportError(.connectionFailed, "refused"))
     ) async throws {
         origin.script(Self.url, replies: [.init(headerFields: [.cacheControl: cacheControl, .eTag: "\"v1\""], body: "v1")])
         let first = try await cache.run(Self.request)
@@ -121,6 +121,47 @@ struct OriginControlScenarioTests {
             // Past the bound the failure is the caller's.
             clock.advance(by: .seconds(101))
             await #expect(throws: CachedNetworkingError.self) { try await cache.run(Self.request) }
+        }
+    }
+
+    @Test("RFC 9111 §4.2.4: every kind of unreachable origin counts; an origin that answered does not",
+          arguments: StoreUnderTest.allCases)
+    func whatCountsAsDisconnected(_ kind: StoreUnderTest) async throws {
+        for (error, disconnected) in [
+            (HTTPTransportError(.connectionLost, "reset"), true), (HTTPTransportError(.hostNotFound, "no such host"), true),
+            (HTTPTransportError(.timeout, "no answer"), true), (HTTPTransportError(.invalidResponse, "garbage"), false),
+            (HTTPTransportError(.bodyTooLarge, "too large"), false),
+        ] {
+            try await withScenarioCache(kind, configure: Self.disconnected(.seconds(600))) { cache, origin, clock in
+                try await storeThenFail(origin, clock, cache: cache, cacheControl: "max-age=60", staleFor: 10, failure: .failure(error))
+                if disconnected {
+                    #expect(try await cache.run(Self.request).source == .stale, "\(error)")
+                } else {
+                    await #expect(throws: CachedNetworkingError.self, "\(error)") { try await cache.run(Self.request) }
+                }
+            }
+        }
+        // An error of the transport's own type says nothing of the origin.
+        try await withScenarioCache(kind, configure: Self.disconnected(.seconds(600))) { cache, origin, clock in
+            try await storeThenFail(
+                origin, clock, cache: cache, cacheControl: "max-age=60", staleFor: 10,
+                failure: .failure(FakeHTTPTransport.ConnectionRefused()))
+            await #expect(throws: CachedNetworkingError.self) { try await cache.run(Self.request) }
+        }
+    }
+
+    @Test("RFC 9111 §4.2.4: a window as long as Duration allows is served, and stored, without overflow",
+          arguments: StoreUnderTest.allCases)
+    func unboundedWindow(_ kind: StoreUnderTest) async throws {
+        let forever: (inout CachedNetworking.Configuration) -> Void = {
+            $0.staleWhenDisconnected = .seconds(Int64.max)
+            $0.staleRetention = .seconds(Int64.max)
+        }
+        try await withScenarioCache(kind, configure: forever) { cache, origin, clock in
+            try await storeThenFail(origin, clock, cache: cache, cacheControl: "max-age=60", staleFor: 86_400 * 365)
+            let stale = try await cache.run(Self.request)
+            #expect(stale.source == .stale)
+            #expect(String(buffer: stale.body) == "v1")
         }
     }
 

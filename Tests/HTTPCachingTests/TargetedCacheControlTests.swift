@@ -101,6 +101,18 @@ struct TargetedCacheControlTests {
         #expect((directives.noCache == .wholeResponse) == noCache)
     }
 
+    @Test("RFC 9213 §2.2: a valid field whose members are all unusable still replaces Cache-Control")
+    func unusableMembers() {
+        let headers = fields([("Cache-Control", "max-age=600"), ("Expires", "Sun, 06 Nov 2044 08:49:37 GMT"),
+                              ("CDN-Cache-Control", "max-age=1.5, no-store=?0")])
+        let directives = ResponseCacheControl(headers, rules: Self.cdn)
+        #expect(directives.targetedField == .cdnCacheControl)
+        #expect(directives.maxAge == nil)
+        #expect(!directives.noStore)
+        #expect(FreshnessLifetime.of(response(200, [("Cache-Control", "max-age=600"), ("CDN-Cache-Control", "max-age=1.5")]),
+                                     responseTime: epoch, rules: Self.cdn).source != .maxAge)
+    }
+
     @Test("RFC 9213 §2.1: String and Token arguments, and several field lines as one Dictionary")
     func stringsAndLines() {
         var headers = HTTPFields()

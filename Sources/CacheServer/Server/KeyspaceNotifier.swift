@@ -16,6 +16,10 @@ package final class KeyspaceNotifier: Sendable {
     private let active = Atomic<Int>(0)
     private let removals: RemovalFeed
     private let pubsub: PubSubRegistry
+    /// Held while events are drained and sent, so that a removal drained by one thread (the sweeper) is sent
+    /// before an event another thread publishes after it (a read's `keymiss` of that key): sending only hands
+    /// messages to the subscribers' event loops, in the order they are sent.
+    private let order = Mutex(())
 
     package init(removals: RemovalFeed, pubsub: PubSubRegistry) {
         self.removals = removals
@@ -44,14 +48,20 @@ package final class KeyspaceNotifier: Sendable {
     package func publish(
         _ event: StaticString, key: UnsafeRawBufferPointer, db: Int, current: ClientSession?, reply: inout ByteBuffer
     ) {
-        publishRemovals(current: current, reply: &reply)
-        event.withUTF8Buffer { name in
-            send(UnsafeRawBufferPointer(name), key: key, db: db, current: current, reply: &reply)
+        order.withLock { _ in
+            sendRemovals(current: current, reply: &reply)
+            event.withUTF8Buffer { name in
+                send(UnsafeRawBufferPointer(name), key: key, db: db, current: current, reply: &reply)
+            }
         }
     }
 
     /// Publishes `expired` and `evicted` for the keys the engine removed since the last call.
     package func publishRemovals(current: ClientSession?, reply: inout ByteBuffer) {
+        order.withLock { _ in sendRemovals(current: current, reply: &reply) }
+    }
+
+    private func sendRemovals(current: ClientSession?, reply: inout ByteBuffer) {
         for removal in removals.drainEvents() {
             let event: StaticString = removal.reason == .expired ? "expired" : "evicted"
             removal.key.withUnsafeBytes { key in

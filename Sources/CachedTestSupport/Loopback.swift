@@ -75,6 +75,29 @@ public func connectLoopback(port: Int, host: String = "127.0.0.1") throws -> Int
     return fd
 }
 
+/// A blocking connection to the Unix socket at `path`, as a file descriptor.
+public func connectUnixSocket(path: String) throws -> Int32 {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw TestEnvironmentError("socket failed: errno \(errno)") }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+        close(fd)
+        throw TestEnvironmentError("the socket path is too long: \(path)")
+    }
+    withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+    let rc = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard rc == 0 else {
+        let error = errno
+        close(fd)
+        throw TestEnvironmentError("connect to \(path) failed: errno \(error)")
+    }
+    return fd
+}
+
 /// Whether a TCP connection to `host`:`port` is accepted (it is closed at once).
 public func acceptsConnections(port: Int, host: String = "127.0.0.1") -> Bool {
     guard let fd = try? connectLoopback(port: port, host: host) else { return false }

@@ -239,7 +239,13 @@ public final class ServerProcess: @unchecked Sendable {
     /// redis-server writes no snapshot, no AOF, keeps its files in the test's directory, and logs to stderr as
     /// cached-server does (by default it logs to stdout).
     private static func defaultArguments(for kind: Kind, work: URL) -> [String] {
-        guard kind == .redis else { return [] }
+        guard kind == .redis else {
+            // The test suite runs against either kind of connection I/O: CACHED_TEST_IO_FAST_PATH=no starts
+            // every cached-server on plain SwiftNIO.
+            guard let fastPath = ProcessInfo.processInfo.environment["CACHED_TEST_IO_FAST_PATH"], !fastPath.isEmpty
+            else { return [] }
+            return ["--io-fast-path", fastPath]
+        }
         return ["--save", "", "--appendonly", "no", "--dir", work.path, "--protected-mode", "no", "--logfile", "/dev/stderr"]
     }
 

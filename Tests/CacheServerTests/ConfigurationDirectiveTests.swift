@@ -30,7 +30,7 @@ struct ConfigurationDefaultsTests {
     // this server's (redis.conf's shipped bind line, one event loop per core, and a
     // snapshot file name that does not claim to be RDB), maxmemory-policy, whose
     // default here is allkeys-sieve (a cache makes room by default; see docs/commands.md),
-    // and busy-poll, which Redis does not have.
+    // and busy-poll and io-fast-path, which Redis does not have.
     @Test(
         "renders each default as redis-server does",
         arguments: [
@@ -43,7 +43,7 @@ struct ConfigurationDefaultsTests {
             ("stop-writes-on-bgsave-error", "yes"),
             ("pidfile", ""), ("logfile", ""), ("daemonize", "no"), ("unixsocket", ""), ("unixsocketperm", "0"),
             ("snapshot-load-corrupt", "fail"), ("tracking-table-max-keys", "1000000"),
-            ("busy-poll", "20"),
+            ("busy-poll", "20"), ("io-fast-path", "yes"),
         ])
     func rendersDefault(name: String, value: String) {
         #expect(configGet(ServerConfiguration(), name) == [name, value])
@@ -282,6 +282,16 @@ struct ConfigurationApplyTests {
         #expect(configuration.configGet(["unixsocketperm"])[0].value == "770")
         #expect(reason("unixsocketperm", ["1000"]) == "argument must be between 0 and 777 inclusive")
         #expect(reason("unixsocketperm", ["8"]) == "argument couldn't be parsed as an octal number")
+    }
+
+    @Test("io-fast-path is yes or no, read at start only")
+    func ioFastPath() throws {
+        var configuration = ServerConfiguration()
+        try configuration.apply(directive: "io-fast-path", arguments: ["no"])
+        #expect(!configuration.ioFastPath)
+        #expect(configGet(configuration, "io-fast-path") == ["io-fast-path", "no"])
+        #expect(reason("io-fast-path", ["maybe"]) == "argument must be 'yes' or 'no'")
+        #expect(ConfigurationDirective.all.first { $0.name == "io-fast-path" }?.mutability == .startupOnly)
     }
 
     @Test("busy-poll takes microseconds from 0 (off) to 100000")

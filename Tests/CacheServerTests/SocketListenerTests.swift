@@ -117,28 +117,6 @@ struct SocketListenerTests {
         return (directory.appendingPathComponent("s.sock").path, { try? FileManager.default.removeItem(at: directory) })
     }
 
-    /// A client connected to the Unix socket at `path`.
-    private static func connectUnix(_ path: String) throws -> CInt {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: Array(path.utf8))
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard connected == 0 else {
-            let error = errno
-            close(fd)
-            throw POSIXErrorLike(code: error)
-        }
-        return fd
-    }
-
-    private struct POSIXErrorLike: Error { let code: CInt }
-
     @Test("a Unix socket listener replaces a stale socket file and hands each connection's descriptor over")
     func unixSocketHandsOverConnections() throws {
         let (path, cleanup) = try Self.socketPath()
@@ -154,7 +132,7 @@ struct SocketListenerTests {
         let listener = try SocketListener(unixPath: path, backlog: 16, eventLoop: group.next())
         defer { Self.closeAndWait(listener) }
         #expect(listener.port == nil && listener.path == path)
-        try Self.expectHandsOver(listener) { try Self.connectUnix(path) }
+        try Self.expectHandsOver(listener) { try connectUnixSocket(path: path) }
     }
 
     @Test("closing a Unix socket listener stops accepting; its close future completes")
@@ -167,7 +145,7 @@ struct SocketListenerTests {
         listener.start(logger: Self.logger) { close($0) }
         listener.close()
         try listener.closeFuture.wait()
-        #expect(throws: (any Error).self, "the socket no longer accepts") { try Self.connectUnix(path) }
+        #expect(throws: (any Error).self, "the socket no longer accepts") { try connectUnixSocket(path: path) }
     }
 
     @Test("a file that is not a socket is left alone, and a path too long for a socket is refused, with reasons")

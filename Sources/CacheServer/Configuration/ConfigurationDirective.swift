@@ -272,6 +272,8 @@ extension ConfigurationDirective {
         .integer("io-threads", .startupOnly, \.ioThreads, in: 1...128),
         // Not a Redis directive: Redis's event loop sleeps as soon as it has nothing to do.
         .integer("busy-poll", .runtime, \.busyPoll, in: 0...100_000),
+        // Not a Redis directive: the server's own connection I/O, or plain SwiftNIO (see ConnectionIO).
+        .boolean("io-fast-path", .startupOnly, \.ioFastPath),
         saveDirective,
         .boolean("stop-writes-on-bgsave-error", .runtime, \.stopWritesOnBackgroundSaveError),
         .boolean("appendonly", .runtime, \.appendOnly),

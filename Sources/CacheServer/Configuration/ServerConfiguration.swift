@@ -208,6 +208,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// sleep, in microseconds (`busy-poll`), 0...100000; 0 turns it off. See `BusyPoll`.
     public var busyPoll: Int = 20
 
+    /// Whether connections go through the server's own I/O fast path (`io-fast-path`, the default): its own
+    /// accepting threads, replies sent straight to the socket, busy polling. `no` runs plain SwiftNIO instead
+    /// (and `busy-poll` has no effect). See `ConnectionIO`.
+    public var ioFastPath: Bool = true
+
     /// Number of event-loop threads (`io-threads`), 1...128.
     ///
     /// The default is ``defaultIOThreads(cores:)`` of the machine's cores.

@@ -59,12 +59,10 @@ public final class CacheServerService: Service, Sendable {
         let threads = config.ioThreads > 0 ? config.ioThreads : System.coreCount
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let state = self.state
-        let polls = BusyPolls(group: group) { [state] in state.busyPollNanoseconds }
+        let io = ConnectionIO(fastPath: config.ioFastPath, group: group) { [state] in state.busyPollNanoseconds }
         state.transactions.configure(loops: group)
         state.commandStatistics.configure(loops: group)
-        // Connections come from the server's own listeners, which know each connection's descriptor (see
-        // SocketListener). As in Redis: port 0 means no TCP listener, and a server that listens nowhere does not
-        // start.
+        // As in Redis: port 0 means no TCP listener, and a server that listens nowhere does not start.
         if config.usesTLS {
             do {
                 state.tlsContext = try config.makeTLSContext()
@@ -74,12 +72,14 @@ public final class CacheServerService: Service, Sendable {
                 throw TLSSetupError()
             }
         }
-        let listeners = Listeners(eventLoops: group, backlog: config.tcpBacklog, logger: logger) { descriptor, path, tls in
-            Self.serve(descriptor: descriptor, unixSocketPath: path, tls: tls, group: group, state: state, polls: polls)
+        let listeners = Listeners(io: io, eventLoops: group, backlog: config.tcpBacklog, logger: logger) {
+            channel, socket, path, tls in
+            try Self.setUp(channel, socket: socket, unixSocketPath: path, tls: tls, state: state)
         }
         do {
             try listeners.open(config)
         } catch {
+            await io.shutdown()
             try? await group.shutdownGracefully()
             throw error
         }
@@ -120,6 +120,7 @@ public final class CacheServerService: Service, Sendable {
         logger.notice("Shutting down: closing client connections")
         sweeper.stop()
         await closeClients(within: .seconds(max(0, state.config.shutdownTimeout)))
+        await io.shutdown()
         try? await group.shutdownGracefully()
         let saved = await saveBeforeExit()
         logger.notice("cached-server is now ready to exit, bye bye...")
@@ -255,44 +256,28 @@ public final class CacheServerService: Service, Sendable {
         }
     }
 
-    /// Makes a channel of the connection `descriptor` that a listener accepted (on the Unix socket at
-    /// `unixSocketPath`, or TCP when nil), on the next event loop.
-    private static func serve(
-        descriptor: CInt, unixSocketPath: String?, tls: Bool, group: MultiThreadedEventLoopGroup, state: ServerState,
-        polls: BusyPolls
-    ) {
-        var connection: TLSConnection?
+    /// Adds the server's handlers to the channel of a connection a listener accepted (on the Unix socket at
+    /// `unixSocketPath`, or TCP when nil; to the TLS port when `tls`); `socket` is what the fast path knows of it.
+    private static func setUp(
+        _ channel: any Channel, socket: FastPathSocket?, unixSocketPath: String?, tls: Bool, state: ServerState
+    ) throws {
+        var tlsHandler: TLSServerHandler?
         if tls {
             do {
                 guard let context = state.tlsContext else { throw TLSError("the TLS settings are not loaded") }
-                connection = try TLSConnection(context: context)
+                tlsHandler = TLSServerHandler(
+                    connection: try TLSConnection(context: context), server: state, descriptor: socket?.descriptor ?? -1)
             } catch {
                 state.logger.warning("Could not set up a TLS connection", metadata: ["error": "\(error)"])
-                close(descriptor)
-                return
+                throw error
             }
         }
-        var bootstrap = ClientBootstrap(group: group)
-        if unixSocketPath == nil { bootstrap = bootstrap.channelOption(.socketOption(.tcp_nodelay), value: 1) }
-        bootstrap
-            .channelOption(.maxMessagesPerRead, value: 16)
-            .channelOption(.writeBufferWaterMark, value: ConnectionHandler.writeBufferWaterMark)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    if unixSocketPath == nil { try Self.setKeepAlive(on: channel, seconds: state.config.tcpKeepalive) }
-                    let tls = connection.map { TLSServerHandler(connection: $0, server: state, descriptor: descriptor) }
-                    if let tls { try channel.pipeline.syncOperations.addHandler(tls) }
-                    try channel.pipeline.syncOperations.addHandler(
-                        ConnectionHandler(
-                            server: state, unixSocketPath: unixSocketPath, descriptor: descriptor,
-                            busyPoll: polls.poll(for: channel.eventLoop), tls: tls))
-                }
-            }
-            .withConnectedSocket(descriptor)
-            .whenFailure { error in
-                // The channel, once made, closes the socket when its set-up fails.
-                state.logger.warning("Could not set up a client connection", metadata: ["error": "\(error)"])
-            }
+        if unixSocketPath == nil { try Self.setKeepAlive(on: channel, seconds: state.config.tcpKeepalive) }
+        if let tlsHandler { try channel.pipeline.syncOperations.addHandler(tlsHandler) }
+        try channel.pipeline.syncOperations.addHandler(
+            ConnectionHandler(
+                server: state, unixSocketPath: unixSocketPath, descriptor: socket?.descriptor,
+                busyPoll: socket?.busyPoll, tls: tlsHandler))
     }
 
     /// TCP keepalive as Redis sets it for `tcp-keepalive N`: probes after N idle seconds, every N/3 seconds,

@@ -27,18 +27,18 @@ package final class Listeners: Sendable {
     }
 
     private struct Sockets {
-        var tcp: [(address: Address, listener: SocketListener)] = []
-        var unix: SocketListener?
+        var tcp: [(address: Address, listener: any ConnectionListener)] = []
+        var unix: (any ConnectionListener)?
         var started = false
         var stopped = false
     }
 
-    private let eventLoops: any EventLoopGroup
+    private let io: ConnectionIO
     private let logger: Logger
     private let backlog: Int32
-    /// Takes each accepted connection's descriptor, the Unix socket's path for its connections, and whether it
-    /// came to the TLS port.
-    private let onAccept: @Sendable (CInt, String?, Bool) -> Void
+    /// Sets up each accepted connection's channel: given what the fast path knows of its socket, the Unix
+    /// socket's path for its connections, and whether it came to the TLS port.
+    private let setup: @Sendable (any Channel, FastPathSocket?, String?, Bool) throws -> Void
     private let sockets = Mutex(Sockets())
     private let done: EventLoopPromise<Void>
 
@@ -46,13 +46,13 @@ package final class Listeners: Sendable {
     package var stopped: EventLoopFuture<Void> { done.futureResult }
 
     package init(
-        eventLoops: any EventLoopGroup, backlog: Int, logger: Logger,
-        onAccept: @escaping @Sendable (CInt, String?, Bool) -> Void
+        io: ConnectionIO, eventLoops: any EventLoopGroup, backlog: Int, logger: Logger,
+        setup: @escaping @Sendable (any Channel, FastPathSocket?, String?, Bool) throws -> Void
     ) {
-        self.eventLoops = eventLoops
+        self.io = io
         self.backlog = Int32(clamping: backlog)
         self.logger = logger
-        self.onAccept = onAccept
+        self.setup = setup
         self.done = eventLoops.next().makePromise(of: Void.self)
     }
 
@@ -81,8 +81,8 @@ package final class Listeners: Sendable {
     /// - Throws: ``ListenError`` when a socket cannot be opened (those opened are closed again, and the listeners
     ///   are stopped), or when `config` listens nowhere.
     package func open(_ config: ServerConfiguration) throws {
-        var tcp: [(address: Address, listener: SocketListener)] = []
-        var unix: SocketListener?
+        var tcp: [(address: Address, listener: any ConnectionListener)] = []
+        var unix: (any ConnectionListener)?
         do {
             for address in Self.addresses(config) {
                 do {
@@ -93,7 +93,7 @@ package final class Listeners: Sendable {
             }
             if !config.unixSocket.isEmpty {
                 let path = config.unixSocket
-                unix = try SocketListener(unixPath: path, backlog: backlog, eventLoop: eventLoops.next())
+                unix = try io.listen(unixPath: path, backlog: backlog)
                 if config.unixSocketPermissions != 0 && chmod(path, mode_t(config.unixSocketPermissions)) != 0 {
                     throw ListenError.unixSocket(path: path, reason: String(cString: strerror(errno)))
                 }
@@ -135,7 +135,7 @@ package final class Listeners: Sendable {
             let retired = sockets.tcp.filter { !wanted.contains($0.address) }
             // Closed first: a new socket may need the address (a wildcard address covers the specific ones).
             for (_, listener) in retired { listener.closeAndWait() }
-            var opened: [(address: Address, listener: SocketListener)] = []
+            var opened: [(address: Address, listener: any ConnectionListener)] = []
             for address in wanted where !sockets.tcp.contains(where: { $0.address == address }) {
                 do {
                     opened.append((address, try makeTCP(address)))
@@ -166,7 +166,7 @@ package final class Listeners: Sendable {
     /// Stops accepting and closes every socket; ``stopped`` then succeeds. Connections already accepted are not
     /// affected. Safe to call more than once, from any thread.
     package func stop() {
-        let stopping: [SocketListener]? = sockets.withLock { sockets in
+        let stopping: [any ConnectionListener]? = sockets.withLock { sockets in
             guard !sockets.stopped else { return nil }
             sockets.stopped = true
             return sockets.tcp.map(\.listener) + (sockets.unix.map { [$0] } ?? [])
@@ -180,12 +180,12 @@ package final class Listeners: Sendable {
         EventLoopFuture.andAllComplete(all.map(\.closeFuture), on: done.futureResult.eventLoop).cascade(to: done)
     }
 
-    private func makeTCP(_ address: Address) throws -> SocketListener {
-        try SocketListener(host: address.host, port: address.port, backlog: backlog, eventLoop: eventLoops.next())
+    private func makeTCP(_ address: Address) throws -> any ConnectionListener {
+        try io.listen(host: address.host, port: address.port, backlog: backlog)
     }
 
     /// Opens `address` again after a failed change; nil (logged) when even that fails.
-    private func reopen(_ address: Address, started: Bool) -> (address: Address, listener: SocketListener)? {
+    private func reopen(_ address: Address, started: Bool) -> (address: Address, listener: any ConnectionListener)? {
         do {
             let listener = try makeTCP(address)
             if started { accept(listener, tls: address.tls) }
@@ -196,9 +196,9 @@ package final class Listeners: Sendable {
         }
     }
 
-    private func accept(_ listener: SocketListener, tls: Bool) {
-        let onAccept = self.onAccept
+    private func accept(_ listener: any ConnectionListener, tls: Bool) {
+        let setup = self.setup
         let path = listener.path
-        listener.start(logger: logger) { descriptor in onAccept(descriptor, path, tls) }
+        listener.start(logger: logger) { channel, socket in try setup(channel, socket, path, tls) }
     }
 }

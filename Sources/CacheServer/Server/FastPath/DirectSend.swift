@@ -8,12 +8,12 @@ import NIOCore
 /// reply). The server accepts its connections itself, so it knows their sockets (``SocketListener``). Only while
 /// the channel has nothing of the connection queued: the caller hands what the socket does not take to the
 /// channel, and later bytes queue behind it there until the channel has written it.
-enum DirectSend {
+package enum DirectSend {
     /// Sends what the socket `descriptor` takes of `buffer` now, moving its reader index past it; true when all
     /// of it went. Never blocks or raises SIGPIPE; a failed send takes nothing (the channel then reports the
     /// error).
     @inline(__always)
-    static func send(_ buffer: inout ByteBuffer, to descriptor: CInt) -> Bool {
+    package static func send(_ buffer: inout ByteBuffer, to descriptor: CInt) -> Bool {
         let sent = buffer.withUnsafeReadableBytes {
             Glibc.send(descriptor, $0.baseAddress, $0.count, CInt(MSG_DONTWAIT | MSG_NOSIGNAL))
         }

@@ -42,14 +42,7 @@ package final class SocketListener: Sendable {
     /// - Throws: ``ListenError/tcp(address:port:reason:)`` with the system's reason.
     package init(host: String, port: Int, backlog: Int32, eventLoop: any EventLoop) throws {
         func failure(_ reason: String) -> ListenError { .tcp(address: host, port: port, reason: reason) }
-        let address: SocketAddress
-        do {
-            // As Redis 7: `*` is every IPv4 address, `::*` every IPv6 address.
-            let resolved = host == "*" ? "0.0.0.0" : host == "::*" ? "::" : host
-            address = try SocketAddress.makeAddressResolvingHost(resolved, port: port)
-        } catch {
-            throw failure("\(error)")
-        }
+        let address = try ListenAddress.tcp(host: host, port: port)
         let family = address.protocol.rawValue
         let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw failure(String(cString: strerror(errno))) }
@@ -86,20 +79,7 @@ package final class SocketListener: Sendable {
     /// - Throws: ``ListenError/unixSocket(path:reason:)`` with the system's reason.
     package init(unixPath path: String, backlog: Int32, eventLoop: any EventLoop) throws {
         func failure(_ reason: String) -> ListenError { .unixSocket(path: path, reason: reason) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        let bytes = Array(path.utf8)
-        guard !bytes.isEmpty, bytes.count < capacity else { throw failure(String(cString: strerror(ENAMETOOLONG))) }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        var status = stat()
-        if lstat(path, &status) == 0 {
-            guard status.st_mode & S_IFMT == S_IFSOCK else { throw failure(String(cString: strerror(EADDRINUSE))) }
-            unlink(path)
-        }
+        var address = try ListenAddress.unix(path: path)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw failure(String(cString: strerror(errno))) }
         let bound = withUnsafePointer(to: &address) {

@@ -66,6 +66,9 @@ KEYSPACE = 100_000  # -r: redis-benchmark's keys are key:%012d below this
 VALUE_BYTES = 100   # -d
 
 SERVERS = ("cached", "redis")
+# The throughput rows also run cached-server on plain SwiftNIO (`io-fast-path no`), reported beside the others
+# without a target of its own: what the fast path is worth, and that the fallback stays usable.
+PLAIN = "cached-plain"
 LOAD_AT_START = 0.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -210,10 +213,12 @@ class Servers:
                 return []
             return ["--tls-port", str(tls_port), "--tls-cert-file", self.tls.certificate, "--tls-key-file",
                     self.tls.key, "--tls-auth-clients", "no"]
-        if kind == "cached":
+        if kind in ("cached", PLAIN):
+            # PLAIN: cached-server on plain SwiftNIO, without its I/O fast path (io-fast-path no).
+            plain = ["--io-fast-path", "no"] if kind == PLAIN else []
             return lambda port, tls_port: [self.cached_binary, "--port", str(port), "--bind", "127.0.0.1",
                                            "--save", "", "--appendonly", "no", "--dir", self.workdir] \
-                + tls_args(tls_port) + self.cached_args
+                + tls_args(tls_port) + plain + self.cached_args
         return lambda port, tls_port: ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                                        "--save", "", "--appendonly", "no", "--daemonize", "no",
                                        "--dir", self.workdir] + tls_args(tls_port)
@@ -401,12 +406,13 @@ def workloads(args):
 
 
 def run_throughput(args, servers, workdir, results):
-    log("== throughput: starting both servers (each with a TLS port too)")
-    running = {kind: servers.start(kind, tls=True) for kind in SERVERS}
+    kinds = SERVERS + ((PLAIN,) if args.plain else ())
+    log(f"== throughput: starting {', '.join(kinds)} (each with a TLS port too)")
+    running = {kind: servers.start(kind, tls=True) for kind in kinds}
     tls = servers.tls
     stream = os.path.join(workdir, "benchmark-keys.resp")
     n = write_stream(stream, benchmark_stream(KEYSPACE))
-    for kind in SERVERS:  # GET rows read keys that exist
+    for kind in kinds:  # GET rows read keys that exist
         pipe(running[kind], stream, n)
 
     requests = {}
@@ -430,13 +436,13 @@ def run_throughput(args, servers, workdir, results):
 
     for rnd in range(1, args.rounds + 1):
         for wid, label, tests, clients, pipeline, _, _, over_tls in workloads(args):
-            for kind in SERVERS:
+            for kind in kinds:
                 m = redis_benchmark(running[kind], tests, clients, pipeline, requests[wid], tls if over_tls else None)
                 results.setdefault(wid, {}).setdefault(kind, []).append(m)
-                log(f"   round {rnd} {label:<28} {kind:<6} {m['rps']:>12,.0f} rps  p50 {m['p50']:.3f}  "
+                log(f"   round {rnd} {label:<28} {kind:<12} {m['rps']:>12,.0f} rps  p50 {m['p50']:.3f}  "
                     f"p99 {m['p99']:.3f} ms  ({m['seconds']:.1f} s; server CPU {m['server_us']:.2f} µs/req, "
                     f"client CPU {m['client_cpu']:.0%})")
-    for kind in SERVERS:
+    for kind in kinds:
         servers.stop(running[kind])
     os.unlink(stream)
     return requests
@@ -555,7 +561,8 @@ def mib(b):
 
 def report(args, results, requests, elapsed):
     header = ["Row", "cached", "redis", "cached/redis", "p50 ms (cached / redis)",
-              "p99 ms (cached / redis)", "server CPU µs/req (cached / redis)", "Target", "Result"]
+              "p99 ms (cached / redis)", "server CPU µs/req (cached / redis)", "Target", "Result",
+              "plain SwiftNIO: rps, p99 ms"]
     rows = []
     failures = 0
 
@@ -564,7 +571,7 @@ def report(args, results, requests, elapsed):
         if ok is not None and not ok[0]:
             failures += 1
         result = "–" if ok is None else ("PASS" if ok[0] else "FAIL" + (f" ({ok[1]})" if ok[1] else ""))
-        rows.append(cells + [result])
+        rows.append(cells[:8] + [result] + (cells[8:] or ["–"]))
 
     for wid, label, _, clients, pipeline, _, p99_target, _ in WORKLOADS:
         if wid not in results:
@@ -581,7 +588,8 @@ def report(args, results, requests, elapsed):
         target = "ratio ≥ 1.00" + ("; p99 ≤ redis" if p99_target else "")
         add([f"{label} (-n {requests[wid]:,})", f"{crps:,.0f} rps", f"{rrps:,.0f} rps", f"{ratio:.3f}",
              f"{med(c, 'p50'):.3f} / {med(r, 'p50'):.3f}", f"{cp99:.3f} / {rp99:.3f}",
-             f"{med(c, 'server_us'):.2f} / {med(r, 'server_us'):.2f}", target],
+             f"{med(c, 'server_us'):.2f} / {med(r, 'server_us'):.2f}", target]
+            + ([f"{med(pl, 'rps'):,.0f} rps, {med(pl, 'p99'):.3f}"] if (pl := results[wid].get(PLAIN)) else []),
             (not why, ", ".join(why)))
 
     for row, label, limit in (("mem", "Memory, no TTL", 40), ("mem-ttl", f"Memory, EX {MEMORY_TTL_SECONDS}", 48)):
@@ -660,6 +668,8 @@ def parse_args(argv):
                         "confirms the load)")
     p.add_argument("--cached-args", default="",
                    help="extra cached-server flags, e.g. '--io-threads 1' (shown in the report)")
+    p.add_argument("--no-plain", dest="plain", action="store_false",
+                   help="skip cached-server on plain SwiftNIO (io-fast-path no) in the throughput rows")
     p.add_argument("--rows", help="run only the throughput rows whose id matches this regular expression "
                    "(ids: " + ", ".join(w[0] for w in WORKLOADS) + ")")
     p.add_argument("--only", action="append", choices=["throughput", "memory", "expiry"],

@@ -13,6 +13,9 @@ import Tracing
 struct CacheTracing: Sendable {
     /// The tracer; nil when tracing is off.
     let tracer: (any Tracer)?
+    /// Whether ``tracer`` is set. Checked first on every path that could make a span: testing the optional
+    /// existential itself copies it (a value-witness call and a retain and release), a cost each hit would pay.
+    let isOn: Bool
 
     /// `configured`, else the bootstrapped tracer unless it is the no-op one.
     init(configured: (any Tracer)?) {
@@ -22,12 +25,13 @@ struct CacheTracing: Sendable {
             let bootstrapped = InstrumentationSystem.tracer
             tracer = bootstrapped is NoOpTracer ? nil : bootstrapped
         }
+        isOn = tracer != nil
     }
 
     /// A span named `name`, child of the task's current context; nil when tracing is off.
     @inline(__always)
     func start(_ name: @autoclosure () -> String) -> (any Span)? {
-        guard let tracer else { return nil }
+        guard isOn, let tracer else { return nil }
         return tracer.startSpan(name(), context: ServiceContext.current ?? .topLevel, ofKind: .internal)
     }
 

@@ -157,7 +157,7 @@ public final class CachedNetworking: Sendable {
         }
         let shutDown = isShutDown.load(ordering: .sequentiallyConsistent)
         // Nothing to bind without a tracer or a request logger: the common case.
-        guard tracing.tracer != nil || logger != nil else {
+        guard tracing.isOn || logger != nil else {
             if shutDown { throw CachedNetworkingError(.shutDown, "the cache was shut down") }
             return try await answer(request, body: body, policy: policy, transport: transport)
         }
@@ -971,7 +971,7 @@ extension CachedNetworking {
     @discardableResult
     func trackBackground(_ refreshKey: String, _ job: @escaping @Sendable () async -> Void) -> Bool {
         enum Start { case started, alreadyRunning, stopped }
-        let scope = RequestScope(tracing: tracing.tracer != nil)
+        let scope = RequestScope(tracing: tracing.isOn)
         let work: @Sendable () async -> Void = { await scope.run(job) }
         let start = background.withLock { state -> Start in
             if state.stopped { return .stopped }

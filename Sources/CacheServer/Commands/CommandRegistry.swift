@@ -286,7 +286,7 @@ package enum CommandRegistry {
         CommandSpec("client", arity: -2, flags: [], categories: ["slow"],
                     group: "connection", since: "2.4.0", summary: "A container for client connection commands",
                     complexity: "Depends on subcommand.",
-                    subcommands: subcommands("client", [
+                    subcommands: subcommands([
                         ("id", 2, "Returns the client ID for the current connection", C.clientID),
                         ("setname", 3, "Set the current connection name", C.clientSetName),
                         ("getname", 2, "Get the current connection name", C.clientGetName),
@@ -308,7 +308,8 @@ package enum CommandRegistry {
                         ("unpause", 2, "Resume processing of clients that were paused", BlockingCommands.unpause),
                         ("unblock", -3, "Unblock a client blocked in a blocking command from a different connection",
                          BlockingCommands.unblock),
-                    ], administrative: ["list", "kill", "no-evict", "pause", "unpause", "unblock"], unlisted: ["no-touch", "setinfo"],
+                    ], group: "connection", connection: true,
+                    administrative: ["list", "kill", "no-evict", "pause", "unpause", "unblock"], unlisted: ["no-touch", "setinfo"],
                     // As Redis: a CLIENT command leaves CLIENT CACHING in force for the next command.
                     flags: .keepsCaching)),
     ]
@@ -339,12 +340,12 @@ package enum CommandRegistry {
                     channels: .first, handler: P.publish),
         CommandSpec("pubsub", arity: -2, flags: [], categories: ["slow"], group: "pubsub", since: "2.8.0",
                     summary: "A container for Pub/Sub commands", complexity: "Depends on subcommand.",
-                    subcommands: subcommands("pubsub", [
+                    subcommands: subcommands([
                         ("channels", -2, "List active channels", P.channels),
                         ("numsub", -2, "Get the count of subscribers for channels", P.numberOfSubscribers),
                         ("numpat", 2, "Get the count of unique patterns pattern subscriptions", P.numberOfPatterns),
                         ("help", 2, "Show helpful text about the different subcommands", P.help),
-                    ])),
+                    ], group: "pubsub", common: .pubsub)),
     ]
 
     static let server: [CommandSpec] = [
@@ -425,7 +426,7 @@ package enum CommandRegistry {
                     ]),
         CommandSpec("acl", arity: -2, flags: [], categories: ["slow"], group: "server", since: "6.0.0",
                     summary: "A container for Access List Control commands", complexity: "Depends on subcommand.",
-                    subcommands: subcommands("acl", [
+                    subcommands: subcommands([
                         ("cat", -2, "List the ACL categories or the commands inside a category", A.cat),
                         ("deluser", -3, "Remove the specified ACL users and the associated rules", A.deleteUsers),
                         ("dryrun", -4, "Returns whether the user can execute the given command without executing the command.",
@@ -440,7 +441,7 @@ package enum CommandRegistry {
                         ("users", 2, "List the username of all the configured ACL rules", A.users),
                         ("whoami", 2, "Return the name of the user associated to the current connection", A.whoami),
                         ("help", 2, "Show helpful text about the different subcommands", A.help),
-                    ], administrative: ["deluser", "dryrun", "getuser", "list", "load", "log", "save", "setuser", "users"])),
+                    ], group: "server", administrative: ["deluser", "dryrun", "getuser", "list", "load", "log", "save", "setuser", "users"])),
         CommandSpec("latency", arity: -2, flags: [], categories: ["slow"], group: "server", since: "2.8.13",
                     summary: "A container for latency diagnostics commands", complexity: "Depends on subcommand.",
                     subcommands: [
@@ -497,13 +498,13 @@ package enum CommandRegistry {
                     ]),
         CommandSpec("config", arity: -2, flags: [], categories: ["slow"], group: "server", since: "2.0.0",
                     summary: "A container for server configuration commands", complexity: "Depends on subcommand.",
-                    subcommands: subcommands("config", [
+                    subcommands: subcommands([
                         ("get", -3, "Get the values of configuration parameters", ConfigCommands.get),
                         ("set", -4, "Set configuration parameters to the given values", ConfigCommands.set),
                         ("resetstat", 2, "Reset the stats returned by INFO", ConfigCommands.resetStatistics),
                         ("rewrite", 2, "Rewrite the configuration file with the in memory configuration", ConfigCommands.rewrite),
                         ("help", 2, "Show helpful text about the different subcommands", ConfigCommands.help),
-                    ], administrative: ["get", "set", "resetstat", "rewrite"],
+                    ], group: "server", administrative: ["get", "set", "resetstat", "rewrite"],
                     // As Redis: the values of password parameters are not shown.
                     secrets: ["set": ConfigCommands.setSecrets])),
         CommandSpec("info", arity: -1, flags: [.loading, .stale], categories: ["slow", "dangerous"], group: "server",
@@ -530,7 +531,7 @@ package enum CommandRegistry {
         CommandSpec("command", arity: -1, flags: [.loading, .stale], categories: ["slow", "connection"],
                     group: "server", since: "2.8.13", summary: "Get array of Redis command details",
                     complexity: "O(N) where N is the total number of Redis commands",
-                    subcommands: subcommands("command", [
+                    subcommands: subcommands([
                         ("count", 2, "Get total number of Redis commands", V.commandCount),
                         ("docs", -2, "Get array of specific Redis command documentation", V.commandDocs),
                         ("getkeys", -4, "Extract keys given a full Redis command", V.commandGetKeys),
@@ -540,33 +541,32 @@ package enum CommandRegistry {
                          V.commandInfo),
                         ("list", -2, "Get an array of Redis command names", V.commandList),
                         ("help", 2, "Show helpful text about the different subcommands", V.commandHelp),
-                    ]), handler: V.command),
+                    ], group: "server", common: [], connection: true), handler: V.command),
     ]
 
     /// One subcommand: its name, arity, COMMAND DOCS summary and handler.
     typealias SubcommandRow = (name: String, arity: Int, summary: String, handler: @Sendable (inout CommandContext) -> Void)
 
-    /// Specs for a container command's subcommands. Flags and ACL categories are Redis 7.0's: `administrative`
-    /// ones are admin (and so @admin and @dangerous); all but COMMAND's and the HELP subcommands are noscript;
-    /// CLIENT's and COMMAND's are @connection, PUBSUB's (but HELP) @pubsub. Categories are listed in Redis's
-    /// order. `unlisted` ones run but are not reported by COMMAND (Redis 7.0 does not have them). `flags` are
-    /// given to all; `secrets` tells a subcommand's secret arguments.
+    /// Specs for a container command's subcommands. Flags and ACL categories are Redis 7.0's: all but HELP
+    /// have the container's `common` flags (noscript, but none for COMMAND's and pubsub for PUBSUB's);
+    /// `administrative` ones are admin (and so @admin and @dangerous); with `connection` all are @connection.
+    /// Categories are listed in Redis's order. `unlisted` ones run but are not reported by COMMAND (Redis 7.0
+    /// does not have them). `flags` are given to all; `secrets` tells a subcommand's secret arguments.
     static func subcommands(
-        _ parent: String, _ list: [SubcommandRow], administrative: Set<String> = [], unlisted: Set<String> = [],
-        flags extraFlags: CommandFlags = [], secrets: [String: SecretArguments] = [:]
+        _ list: [SubcommandRow], group: String, common: CommandFlags = .noscript, connection: Bool = false,
+        administrative: Set<String> = [], unlisted: Set<String> = [], flags extraFlags: CommandFlags = [],
+        secrets: [String: SecretArguments] = [:]
     ) -> [CommandSpec] {
         list.map { name, arity, summary, handler in
             var flags: CommandFlags = unlisted.contains(name) ? [.unlisted, .loading, .stale] : [.loading, .stale]
-            if parent != "command" && name != "help" { flags.insert(.noscript) }
+            if name != "help" { flags.formUnion(common) }
             if administrative.contains(name) { flags.insert(.admin) }
-            if parent == "pubsub" && name != "help" { flags = [.pubsub, .loading, .stale] }
             var categories: [String] = []
             if flags.contains(.pubsub) { categories.append("pubsub") }
             if flags.contains(.admin) { categories.append("admin") }
             categories.append("slow")
             if flags.contains(.admin) { categories.append("dangerous") }
-            if parent == "client" || parent == "command" { categories.append("connection") }
-            let group = parent == "client" ? "connection" : parent == "pubsub" ? "pubsub" : "server"
+            if connection { categories.append("connection") }
             return CommandSpec(name, arity: arity, flags: flags.union(extraFlags), categories: categories, group: group,
                         since: "2.4.0", summary: summary, secrets: secrets[name], handler: handler)
         }

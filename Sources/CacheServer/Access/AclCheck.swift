@@ -91,15 +91,14 @@ extension AclSelector {
             }
         }
         if !allChannels {
-            switch spec.originalName {
-            case "publish":
+            switch spec.channels {
+            case .first?:
                 if !allowsChannel(arguments[1], pattern: false) { return .channel(position: 1) }
-            case "subscribe", "psubscribe":
-                let pattern = spec.originalName == "psubscribe"
-                for position in 1..<arguments.count where !allowsChannel(arguments[position], pattern: pattern) {
+            case .all(let patterns)?:
+                for position in 1..<arguments.count where !allowsChannel(arguments[position], pattern: patterns) {
                     return .channel(position: position)
                 }
-            default:
+            case nil:
                 break
             }
         }

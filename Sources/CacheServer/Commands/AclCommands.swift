@@ -12,60 +12,53 @@ enum AclCommands {
         "stream", "pubsub", "admin", "fast", "slow", "blocking", "dangerous", "connection", "transaction", "scripting",
     ]
 
-    static func acl(_ c: inout CommandContext) {
-        let a = c.arguments
-        let n = a.count
-        if a.matches(1, "whoami") && n == 2 {
-            c.bulk(c.session.user.name)
-        } else if a.matches(1, "users") && n == 2 {
-            let users = c.server.users.all
-            c.arrayHeader(users.count)
-            for user in users { c.bulk(user.name) }
-        } else if a.matches(1, "list") && n == 2 {
-            let users = c.server.users.all
-            c.arrayHeader(users.count)
-            for user in users { c.bulk(user.rules.line(name: user.name, table: c.server.commands)) }
-        } else if a.matches(1, "getuser") && n == 3 {
-            getUser(&c)
-        } else if (a.matches(1, "cat") || a.matches(1, "genpass") || a.matches(1, "log")) && n > 3 {
-            // Their arity lets more arguments through than they take.
-            c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: "acl"))
-        } else if a.matches(1, "cat") {
-            cat(&c)
-        } else if a.matches(1, "genpass") {
-            generatePassword(&c)
-        } else if a.matches(1, "log") {
-            log(&c)
-        } else if a.matches(1, "dryrun") && n >= 4 {
-            dryRun(&c)
-        } else if a.matches(1, "deluser") && n >= 3 {
-            deleteUsers(&c)
-        } else if a.matches(1, "setuser") && n >= 3 {
-            setUser(&c)
-        } else if (a.matches(1, "load") || a.matches(1, "save")) && n == 2 {
-            file(&c, load: a.matches(1, "load"))
-        } else if a.matches(1, "help") && n == 2 {
-            ConnectionCommands.help(&c, "ACL", [
-                "CAT [<category>]", "    List all commands that belong to <category>, or all command categories",
-                "    when no category is specified.",
-                "DELUSER <username> [<username> ...]", "    Delete a list of users.",
-                "DRYRUN <username> <command> [<arg> ...]",
-                "    Returns whether the user can execute the given command without executing the command.",
-                "GETUSER <username>", "    Get the user's details.",
-                "GENPASS [<bits>]", "    Generate a secure 256-bit user password. The optional `bits` argument can",
-                "    be used to specify a different size.",
-                "LIST", "    Show users details in config file format.",
-                "LOAD", "    Reload users from the ACL file.",
-                "LOG [<count> | RESET]", "    Show the ACL log entries.",
-                "SAVE", "    Save the current config to the ACL file.",
-                "SETUSER <username> <attribute> [<attribute> ...]",
-                "    Create or modify a user with the specified attributes.",
-                "USERS", "    List all the registered usernames.",
-                "WHOAMI", "    Return the current connection username.",
-            ])
-        } else {
-            ConnectionCommands.subcommandError(&c)
-        }
+    static func whoami(_ c: inout CommandContext) {
+        c.bulk(c.session.user.name)
+    }
+
+    static func users(_ c: inout CommandContext) {
+        let users = c.server.users.all
+        c.arrayHeader(users.count)
+        for user in users { c.bulk(user.name) }
+    }
+
+    /// ACL LIST: each user's rules, as a `user` line of the ACL file.
+    static func list(_ c: inout CommandContext) {
+        let users = c.server.users.all
+        c.arrayHeader(users.count)
+        for user in users { c.bulk(user.rules.line(name: user.name, table: c.server.commands)) }
+    }
+
+    static func load(_ c: inout CommandContext) { file(&c, load: true) }
+    static func save(_ c: inout CommandContext) { file(&c, load: false) }
+
+    /// For ACL CAT, GENPASS and LOG, whose arity lets more arguments through than they take: whether the
+    /// arguments are within what they take, else Redis's error.
+    private static func atMostOneArgument(_ c: inout CommandContext) -> Bool {
+        guard c.arguments.count > 3 else { return true }
+        c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(c.arguments[1], of: "acl"))
+        return false
+    }
+
+    static func help(_ c: inout CommandContext) {
+        ConnectionCommands.help(&c, "ACL", [
+            "CAT [<category>]", "    List all commands that belong to <category>, or all command categories",
+            "    when no category is specified.",
+            "DELUSER <username> [<username> ...]", "    Delete a list of users.",
+            "DRYRUN <username> <command> [<arg> ...]",
+            "    Returns whether the user can execute the given command without executing the command.",
+            "GETUSER <username>", "    Get the user's details.",
+            "GENPASS [<bits>]", "    Generate a secure 256-bit user password. The optional `bits` argument can",
+            "    be used to specify a different size.",
+            "LIST", "    Show users details in config file format.",
+            "LOAD", "    Reload users from the ACL file.",
+            "LOG [<count> | RESET]", "    Show the ACL log entries.",
+            "SAVE", "    Save the current config to the ACL file.",
+            "SETUSER <username> <attribute> [<attribute> ...]",
+            "    Create or modify a user with the specified attributes.",
+            "USERS", "    List all the registered usernames.",
+            "WHOAMI", "    Return the current connection username.",
+        ])
     }
 
     /// ACL SETUSER name rule ...: all the rules or none.
@@ -211,6 +204,7 @@ enum AclCommands {
 
     /// ACL CAT: the categories, or this server's commands (and subcommands, as `container|sub`) in one.
     static func cat(_ c: inout CommandContext) {
+        guard atMostOneArgument(&c) else { return }
         guard c.arguments.count == 3 else {
             c.arrayHeader(categories.count)
             for category in categories { c.bulk(category) }
@@ -233,6 +227,7 @@ enum AclCommands {
 
     /// ACL GENPASS [bits]: random hex digits, four bits each (256 bits by default).
     static func generatePassword(_ c: inout CommandContext) {
+        guard atMostOneArgument(&c) else { return }
         var bits = 256
         if c.arguments.count == 3 {
             guard let value = c.integerArgument(2) else { return }
@@ -251,6 +246,7 @@ enum AclCommands {
 
     /// ACL LOG [count | RESET]: the newest `count` (10 by default) failed authentications, newest first.
     static func log(_ c: inout CommandContext) {
+        guard atMostOneArgument(&c) else { return }
         var count = 10
         if c.arguments.count == 3 {
             if c.arguments.matches(2, "reset") {

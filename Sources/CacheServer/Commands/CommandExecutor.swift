@@ -20,11 +20,12 @@ package enum CommandExecutor {
         // INFO commandstats and errorstats, and SLOWLOG: what became of the command, told by its reply.
         let replyStart = reply.writerIndex
         var slot = -1  // the command's (or subcommand's) counters; -1 for an unknown one
+        var id = -1  // the dispatch entry that runs: the command's, or its subcommand's (see CommandTable.dispatch)
         var ranFor = -1  // nanoseconds the handler ran; -1 when the command was refused before it ran
         var replyEnd = -1  // where the command's own reply ends, when pushes (invalidations) may follow it
         var ownReplyStart = replyStart  // where it starts, after what is sent whatever CLIENT REPLY says
         defer {
-            noteOutcome(arguments, slot: slot, ranFor: ranFor, replyStart: replyStart, reply: reply, session, server)
+            noteOutcome(arguments, id: id, slot: slot, ranFor: ranFor, replyStart: replyStart, reply: reply, session, server)
             // CLIENT REPLY OFF or SKIP: the reply is dropped once it was counted (pushes after it stay, and pub/sub
             // confirmations and messages before it). The commands EXEC runs are inside EXEC's reply.
             if !queued && (session.replyOff || session.replySkip || session.replySkipNext) && session.blockKind == .none {
@@ -42,21 +43,24 @@ package enum CommandExecutor {
             if session.inTransaction { session.transactionRefused = true }
             return
         }
-        let command = server.commands.dispatch[index]
+        var command = server.commands.dispatch[index]
+        id = index
         // CLIENT LIST's cmd= is EXEC's while EXEC runs the queued commands, as in Redis.
         if !queued { session.noteCommand(index) }
-        // A container (CLIENT, CONFIG...) answers an unknown subcommand, or a known one with the wrong number of
-        // arguments, itself; Redis refuses those before running anything, so they are not counted.
-        var counted = true
         slot = server.commandStatistics.slot(command: index, subcommand: nil)
+        // As Redis's lookup: a container's (CLIENT, CONFIG...) second argument names the subcommand that runs, with
+        // its own arity, flags and handler; an unknown one is refused here.
         if command.flags.contains(.container) && arguments.count > 1 {
-            let spec = server.commands.commands[index]
-            let sub = spec.subcommandIndex(named: arguments[1])
-            slot = sub.map { server.commandStatistics.slot(command: index, subcommand: $0) } ?? -1
-            if !queued { counted = noteSubcommand(sub, of: index, arguments, session, server) }
+            guard let sub = subcommand(of: index, arguments, queued: queued, session, server, &reply) else {
+                slot = -1  // as Redis: no command, so no command's counters
+                return
+            }
+            id = server.commands.permissionId(index, sub: sub)
+            command = server.commands.dispatch[id]
+            slot = server.commandStatistics.slot(command: index, subcommand: sub)
         }
         guard command.acceptsArgumentCount(arguments.count) else {
-            refuse(ReplyError.wrongArity(server.commands.commands[index].name), index, session, server, &reply)
+            refuse(ReplyError.wrongArity(server.commands.fullName(id)), id, session, server, &reply)
             return
         }
         // Unauthenticated, subscribed, tracking and transaction clients, and users whose ACL rules restrict
@@ -70,16 +74,16 @@ package enum CommandExecutor {
                     reply.writeRESPError(refusal)
                     return
                 }
-                tracking = rememberQueuedReadKeys(index, arguments, session: session, server: server)
+                tracking = rememberQueuedReadKeys(id, arguments, session: session, server: server)
             } else {
-                guard let tracks = admit(index, arguments, counted: counted, session: session, server: server, now: now, reply: &reply)
+                guard let tracks = admit(index, id, arguments, session: session, server: server, now: now, reply: &reply)
                 else { return }
                 tracking = tracks
             }
         }
         // CLIENT PAUSE: the command waits for the pause to end, unless it is one the pause lets through. (Redis
         // checks after memory and MISCONF, but evicts nothing while paused: the command would wait either way.)
-        if !queued && counted && server.blocked.mayBePaused && hold(index, session: session, server: server, now: now) {
+        if !queued && server.blocked.mayBePaused && hold(id, session: session, server: server, now: now) {
             return
         }
         // As Redis's performEvictions: before any command, make room if memory is over the limit (one check while
@@ -88,7 +92,7 @@ package enum CommandExecutor {
         if !queued && server.keyspace.budget.isOverLimit {
             let allocates = command.flags.contains(.denyoom)
             let roomMade = makeRoom(
-                server.commands.commands[index], arguments, session: session, server: server, now: now, reply: &reply,
+                server.commands.spec(id), arguments, session: session, server: server, now: now, reply: &reply,
                 keyBudget: allocates ? .max : ServerState.evictionStep)
             if allocates && !roomMade {
                 reply.writeRESPError(ReplyError.outOfMemory)
@@ -96,29 +100,27 @@ package enum CommandExecutor {
             }
         }
         // As Redis: while background saves fail, writes (and PING, so that health checks notice) are refused.
-        if !queued, server.refusesWrites,
-            command.flags.contains(.write) || server.commands.commands[index].originalName == "ping"
-        {
+        if !queued, server.refusesWrites, !command.flags.isDisjoint(with: [.write, .refusedLikeWrites]) {
             reply.writeRESPError(ReplyError.backgroundSaveFailed)
             return
         }
         var context = CommandContext(
             arguments: arguments, session: session, server: server, now: now, reply: reply, tracking: tracking)
         reply = ByteBuffer()  // hand the buffer over without a copy-on-write
-        if counted { session.countCommand() }
+        session.countCommand()
         let started = monotonicNanoseconds()
         command.handler(&context)
-        if counted { ranFor = monotonicNanoseconds() - started }
+        ranFor = monotonicNanoseconds() - started
         replyEnd = context.reply.writerIndex
         // Keys the command's lookups expired (or its evictions removed) and no event of its own published yet.
         if server.notifications.isActive { publishRemovals(&context) }
         ownReplyStart = context.sentRegardlessUntil
-        if context.tracking { finishTracking(index, &context) }
+        if context.tracking { finishTracking(id, &context) }
         reply = context.reply
         // As Redis 7.0 does, MONITOR sees a command once it has run (so SELECT shows the new database), and
         // never sees administrative commands (CONFIG, CLIENT LIST/KILL, MONITOR, SHUTDOWN...).
-        if server.monitors.isActive, case let spec = server.commands.commands[index], !isAdministrative(spec, arguments) {
-            if let line = monitorLine(arguments, spec: spec, session: session, server: server) {
+        if server.monitors.isActive && !command.flags.contains(.admin) {
+            if let line = monitorLine(arguments, id: id, session: session, server: server) {
                 server.monitors.broadcast(line, except: session.isMonitor ? session.id : nil)
                 // A monitor sees its own commands after their replies, unless it is closing (QUIT).
                 if session.isMonitor && !session.closeAfterReply { reply.writeImmutableBuffer(line) }
@@ -160,15 +162,15 @@ package enum CommandExecutor {
     /// an error reply by its first word), and logs it in SLOWLOG when it ran long enough.
     @inline(__always)
     static func noteOutcome(
-        _ arguments: Arguments, slot: Int, ranFor: Int, replyStart: Int, reply: ByteBuffer, _ session: ClientSession,
-        _ server: ServerState
+        _ arguments: Arguments, id: Int, slot: Int, ranFor: Int, replyStart: Int, reply: ByteBuffer,
+        _ session: ClientSession, _ server: ServerState
     ) {
         let statistics = session.statistics ?? server.commandStatistics.unbound
         let failed = reply.writerIndex > replyStart && reply.getInteger(at: replyStart, as: UInt8.self) == UInt8(ascii: "-")
         if ranFor >= 0 {
             statistics.recordCall(slot: slot, nanoseconds: ranFor, failed: failed, timed: server.latencyTracking)
-            if server.slowLog.isSlow(nanoseconds: ranFor) { logSlow(arguments, nanoseconds: ranFor, session, server) }
-            if server.latency.isSample(nanoseconds: ranFor) { sampleLatency(arguments, nanoseconds: ranFor, server) }
+            if server.slowLog.isSlow(nanoseconds: ranFor) { logSlow(id, arguments, nanoseconds: ranFor, session, server) }
+            if server.latency.isSample(nanoseconds: ranFor) { sampleLatency(id, nanoseconds: ranFor, server) }
         } else if failed && slot >= 0 {
             statistics.recordRejection(slot: slot)
         }
@@ -188,96 +190,75 @@ package enum CommandExecutor {
 
     /// A LATENCY sample of `command`, or `fast-command` for a command flagged fast.
     @inline(never)
-    static func sampleLatency(_ arguments: Arguments, nanoseconds: Int, _ server: ServerState) {
-        guard let index = server.commands.lookup(arguments[0]) else { return }
-        let event = server.commands.dispatch[index].flags.contains(.fast) ? "fast-command" : "command"
+    static func sampleLatency(_ id: Int, nanoseconds: Int, _ server: ServerState) {
+        let event = server.commands.dispatch[id].flags.contains(.fast) ? "fast-command" : "command"
         server.latency.record(event, milliseconds: nanoseconds / 1_000_000, time: Int(server.clock.nowMilliseconds() / 1000))
     }
 
     @inline(never)
-    static func logSlow(_ arguments: Arguments, nanoseconds: Int, _ session: ClientSession, _ server: ServerState) {
-        guard let index = server.commands.lookup(arguments[0]) else { return }
-        let spec = server.commands.commands[index]
+    static func logSlow(_ id: Int, _ arguments: Arguments, nanoseconds: Int, _ session: ClientSession, _ server: ServerState) {
         // As Redis: EXEC is not logged (its commands are).
-        guard !spec.flags.contains(.skipSlowlog) else { return }
-        var redacted = redactedArguments(spec, arguments)
-        // As Redis: CONFIG SET's password values are not logged.
-        if spec.originalName == "config" && arguments.count > 3 && arguments.matches(1, "set") {
-            for j in stride(from: 2, to: arguments.count - 1, by: 2)
-            where ConfigCommands.sensitiveParameters.contains(arguments.string(j).lowercased()) {
-                redacted.insert(j + 1)
-            }
-        }
+        guard !server.commands.dispatch[id].flags.contains(.skipSlowlog) else { return }
         server.slowLog.record(
-            arguments, redacted: redacted, microseconds: nanoseconds / 1000,
+            arguments, redacted: server.commands.secretPositions(id, in: arguments), microseconds: nanoseconds / 1000,
             time: Int(server.clock.nowMilliseconds() / 1000),
             client: session.unixSocketPath.map { "\($0):0" } ?? session.remoteAddress, name: session.name ?? "")
     }
 
-    /// Records which subcommand of a container command (CLIENT, CONFIG...) a request names, for CLIENT LIST;
-    /// whether it is one the container runs (known, with a number of arguments it accepts).
+    /// The subcommand of container command `index` (CLIENT, CONFIG...) that `arguments` name, noted for CLIENT
+    /// LIST; nil after refusing an unknown one, with Redis's error.
     @inline(never)
-    static func noteSubcommand(
-        _ sub: Int?, of index: Int, _ arguments: Arguments, _ session: ClientSession, _ server: ServerState
-    ) -> Bool {
+    static func subcommand(
+        of index: Int, _ arguments: Arguments, queued: Bool, _ session: ClientSession, _ server: ServerState,
+        _ reply: inout ByteBuffer
+    ) -> Int? {
         let spec = server.commands.commands[index]
-        session.noteSubcommand(sub, of: index)
-        return sub.map { spec.subcommands[$0].acceptsArgumentCount(arguments.count) } ?? false
+        let sub = spec.subcommandIndex(named: arguments[1])
+        if !queued { session.noteSubcommand(sub, of: index) }
+        if sub == nil { refuse(ReplyError.unknownSubcommand(arguments[1], of: spec.name), index, session, server, &reply) }
+        return sub
     }
 
     /// The checks for clients with ``ClientSession/modes``: authentication, the RESP2 subscribed context's
     /// restriction (after Redis's), queuing inside MULTI, and, for a tracking client, remembering the keys of
     /// a read before it runs (so that a write on another connection between the read and the remembering
     /// cannot go unreported). Returns nil after replying (with an error, or `QUEUED`), else whether the command
-    /// has tracking work. `counted` is false for a container command whose subcommand it does not run.
+    /// has tracking work. `index` is the command's, `id` its dispatch entry (its subcommand's, for a container).
     @inline(never)
     static func admit(
-        _ index: Int, _ arguments: Arguments, counted: Bool, session: ClientSession, server: ServerState, now: Int64,
+        _ index: Int, _ id: Int, _ arguments: Arguments, session: ClientSession, server: ServerState, now: Int64,
         reply: inout ByteBuffer
     ) -> Bool? {
-        let flags = server.commands.dispatch[index].flags
+        let flags = server.commands.dispatch[id].flags
         if !session.authenticated && !flags.contains(.noauth) {
-            refuse("\(ReplyError.noAuth)", index, session, server, &reply)
+            refuse("\(ReplyError.noAuth)", id, session, server, &reply)
             return nil
         }
-        // ACL: a container's unknown subcommand is its own error (not counted), as Redis answers it first.
-        if session.user.isRestricted && counted,
+        if session.user.isRestricted,
             let refusal = AclCommands.refusal(index, arguments, session: session, server: server, now: now)
         {
-            refuse(refusal, index, session, server, &reply)
+            refuse(refusal, id, session, server, &reply)
             return nil
         }
         if session.modes.contains(.subscribed) && session.protocolVersion == .resp2 && !flags.contains(.subscribedContext) {
-            let spec = server.commands.commands[index]
-            var name = spec.name
-            if !spec.subcommands.isEmpty {
-                // An unknown subcommand, or one with the wrong arity, is its container's error, as in Redis.
-                guard arguments.count > 1,
-                    let sub = spec.subcommandIndex(named: arguments[1]).map({ spec.subcommands[$0] }),
-                    sub.acceptsArgumentCount(arguments.count)
-                else { return false }
-                name += "|" + sub.name
-            }
-            refuse(ReplyError.subscribedContext(name), index, session, server, &reply)
+            refuse(ReplyError.subscribedContext(server.commands.fullName(id)), id, session, server, &reply)
             return nil
         }
         // As Redis: a monitoring connection (a replica, to Redis) may not read or write keys, or publish.
         if session.modes.contains(.monitoring) && !flags.isDisjoint(with: [.readonly, .write, .mayReplicate]) {
-            refuse("ERR Replica can't interact with the keyspace", index, session, server, &reply)
+            refuse("ERR Replica can't interact with the keyspace", id, session, server, &reply)
             return nil
         }
         if session.modes.contains(.transaction) && !flags.contains(.transactionControl) {
             // As Redis: a pause holds a command back before it is queued (but not one refused at once).
-            if counted && !flags.contains(.noMulti) && server.blocked.mayBePaused
-                && hold(index, session: session, server: server, now: now)
-            {
+            if !flags.contains(.noMulti) && server.blocked.mayBePaused && hold(id, session: session, server: server, now: now) {
                 return nil
             }
-            queue(index, arguments, counted: counted, session: session, server: server, now: now, reply: &reply)
+            queue(id, arguments, session: session, server: server, now: now, reply: &reply)
             return nil
         }
         guard session.tracking != nil else { return false }
-        rememberReadKeys(index, arguments, session: session, server: server)
+        rememberReadKeys(id, arguments, session: session, server: server)
         return true
     }
 
@@ -285,10 +266,10 @@ package enum CommandExecutor {
     /// `WRITE` those that write or may propagate (PUBLISH), and EXEC of a transaction with any. Whether it was
     /// held: it has not run, and runs again when the pause ends.
     @inline(never)
-    static func hold(_ index: Int, session: ClientSession, server: ServerState, now: Int64) -> Bool {
+    static func hold(_ id: Int, session: ClientSession, server: ServerState, now: Int64) -> Bool {
         guard let outlet = session.outlet else { return false }
         let propagating: CommandFlags = [.write, .mayReplicate]
-        let flags = server.commands.dispatch[index].flags
+        let flags = server.commands.dispatch[id].flags
         let writes = !flags.isDisjoint(with: propagating)
             || (flags.contains(.exec) && !session.queuedFlags.isDisjoint(with: propagating))
         guard let end = server.blocked.postpone(session.id, outlet: outlet, writes: writes, now: now) else { return false }
@@ -296,22 +277,23 @@ package enum CommandExecutor {
         return true
     }
 
-    /// A command EXEC runs for a tracking client: its keys are remembered as a read's are (``admit(_:_:counted:session:server:now:reply:)``
+    /// A command EXEC runs for a tracking client: its keys are remembered as a read's are (``admit(_:_:_:session:server:now:reply:)``
     /// skips that while queuing). Whether the command has tracking work.
     @inline(never)
-    static func rememberQueuedReadKeys(_ index: Int, _ arguments: Arguments, session: ClientSession, server: ServerState) -> Bool {
+    static func rememberQueuedReadKeys(_ id: Int, _ arguments: Arguments, session: ClientSession, server: ServerState) -> Bool {
         guard session.tracking != nil else { return false }
-        rememberReadKeys(index, arguments, session: session, server: server)
+        rememberReadKeys(id, arguments, session: session, server: server)
         return true
     }
 
-    /// Answers a command refused before it runs with `message`. Inside MULTI, EXEC will fail (Redis's
-    /// `flagTransaction`); a refused EXEC itself ends the transaction, naming the reason (`execCommandAbort`).
+    /// Answers a command refused before it runs (its dispatch entry `id`) with `message`. Inside MULTI, EXEC will
+    /// fail (Redis's `flagTransaction`); a refused EXEC itself ends the transaction, naming the reason
+    /// (`execCommandAbort`).
     @inline(never)
     static func refuse(
-        _ message: String, _ index: Int, _ session: ClientSession, _ server: ServerState, _ reply: inout ByteBuffer
+        _ message: String, _ id: Int, _ session: ClientSession, _ server: ServerState, _ reply: inout ByteBuffer
     ) {
-        if server.commands.dispatch[index].flags.contains(.exec) {
+        if server.commands.dispatch[id].flags.contains(.exec) {
             reply.writeRESPError(TransactionCommands.abortMessage(message))
             if session.inTransaction { _ = session.endTransaction() }
             server.unwatchAll(session)
@@ -321,33 +303,37 @@ package enum CommandExecutor {
         }
     }
 
-    /// Queues a command inside MULTI, answering `QUEUED`; or refuses it as Redis does before queuing, with the
-    /// error it would get (and EXEC will fail): a command not allowed in a transaction, a container's unknown
-    /// subcommand, memory over `maxmemory` that eviction cannot bring down, writes while background saves fail.
+    /// ``refuse(_:_:_:_:_:)`` with a message that quotes what the client sent (any bytes).
+    @inline(never)
+    static func refuse(
+        _ message: [UInt8], _ id: Int, _ session: ClientSession, _ server: ServerState, _ reply: inout ByteBuffer
+    ) {
+        if server.commands.dispatch[id].flags.contains(.exec) {
+            refuse(String(decoding: message, as: UTF8.self), id, session, server, &reply)
+        } else {
+            reply.writeRESPError(bytes: message)
+            if session.inTransaction { session.transactionRefused = true }
+        }
+    }
+
+    /// Queues a command (its dispatch entry `id`) inside MULTI, answering `QUEUED`; or refuses it as Redis does
+    /// before queuing, with the error it would get (and EXEC will fail): a command not allowed in a transaction,
+    /// memory over `maxmemory` that eviction cannot bring down, writes while background saves fail.
     @inline(never)
     static func queue(
-        _ index: Int, _ arguments: Arguments, counted: Bool, session: ClientSession, server: ServerState, now: Int64,
+        _ id: Int, _ arguments: Arguments, session: ClientSession, server: ServerState, now: Int64,
         reply: inout ByteBuffer
     ) {
-        let command = server.commands.dispatch[index]
-        let spec = server.commands.commands[index]
+        let command = server.commands.dispatch[id]
         var refusal: String?
         if command.flags.contains(.noMulti) {
             refusal = "ERR Command not allowed inside a transaction"
-        } else if !counted {
-            // The container's own answer to the subcommand (an error, with no other effect).
-            var context = CommandContext(arguments: arguments, session: session, server: server, now: now, reply: reply)
-            reply = ByteBuffer()
-            command.handler(&context)
-            reply = context.reply
-            session.transactionRefused = true
-            return
         } else if server.keyspace.budget.isOverLimit
-            && !makeRoom(spec, arguments, session: session, server: server, now: now, reply: &reply)
+            && !makeRoom(server.commands.spec(id), arguments, session: session, server: server, now: now, reply: &reply)
         {
             // Queuing takes memory too: over the limit, Redis queues nothing.
             refusal = "OOM command not allowed when used memory > 'maxmemory'."
-        } else if server.refusesWrites && (command.flags.contains(.write) || spec.originalName == "ping") {
+        } else if server.refusesWrites && !command.flags.isDisjoint(with: [.write, .refusedLikeWrites]) {
             refusal = "\(ReplyError.backgroundSaveFailed)"
         }
         if let refusal {
@@ -369,7 +355,7 @@ package enum CommandExecutor {
     /// Sends the invalidations of a command that modified keys (or ran while evicted keys wait), and does a
     /// tracking client's bookkeeping after its command.
     @inline(never)
-    static func finishTracking(_ index: Int, _ context: inout CommandContext) {
+    static func finishTracking(_ id: Int, _ context: inout CommandContext) {
         let (session, server) = (context.session, context.server)
         let modified = session.modifiedKeys
         let flushed = session.flushedKeys
@@ -380,10 +366,10 @@ package enum CommandExecutor {
             replyStart: context.replyStart)
         guard session.tracking != nil else { return }
         // A read that expired its own key has just been told so: it holds the key (as missing) again.
-        rememberReadKeys(index, context.arguments, session: session, server: server)
+        rememberReadKeys(id, context.arguments, session: session, server: server)
         // CLIENT CACHING applies to the next command only (CLIENT subcommands keep it, as in Redis).
         // Inside a transaction, the commands EXEC runs included.
-        if session.cachingGiven && server.commands.commands[index].name != "client" && !session.inTransaction
+        if session.cachingGiven && !server.commands.dispatch[id].flags.contains(.keepsCaching) && !session.inTransaction
             && !session.runningTransaction
         {
             session.cachingGiven = false
@@ -394,11 +380,11 @@ package enum CommandExecutor {
     /// `trackingRememberKeys`: not in BCAST mode, in OPTIN mode only after CLIENT CACHING YES, in OPTOUT mode
     /// unless after CLIENT CACHING NO.
     @inline(never)
-    static func rememberReadKeys(_ index: Int, _ arguments: Arguments, session: ClientSession, server: ServerState) {
-        guard let options = session.tracking, !options.bcast, server.commands.dispatch[index].flags.contains(.readonly)
+    static func rememberReadKeys(_ id: Int, _ arguments: Arguments, session: ClientSession, server: ServerState) {
+        guard let options = session.tracking, !options.bcast, server.commands.dispatch[id].flags.contains(.readonly)
         else { return }
         if (options.optin && !session.cachingGiven) || (options.optout && session.cachingGiven) { return }
-        let keys = server.commands.commands[index].keyPositions(in: arguments).map { Array(arguments[$0.position]) }
+        let keys = server.commands.keyPositions(id, in: arguments).map { Array(arguments[$0.position]) }
         guard !keys.isEmpty else { return }
         server.tracking.remember(keys, for: session.id)
     }
@@ -423,61 +409,8 @@ package enum CommandExecutor {
         return roomMade
     }
 
-    /// Whether the command (or, for a container such as CLIENT, its subcommand) has the `admin` flag.
-    static func isAdministrative(_ spec: CommandSpec, _ arguments: Arguments) -> Bool {
-        if !spec.subcommands.isEmpty && arguments.count > 1, let sub = spec.subcommandIndex(named: arguments[1]) {
-            return spec.subcommands[sub].flags.contains(.admin)
-        }
-        return spec.flags.contains(.admin)
-    }
-
-    /// The arguments MONITOR and SLOWLOG show as `(redacted)`: AUTH's credentials and those of every AUTH
-    /// option of HELLO and MIGRATE (and AUTH2).
-    static func redactedArguments(_ spec: CommandSpec, _ arguments: Arguments) -> Set<Int> {
-        switch spec.originalName {
-        case "auth":
-            return Set(1..<arguments.count)
-        case "migrate":
-            var redacted: Set<Int> = []
-            var j = 6
-            while j < arguments.count {
-                if arguments.matches(j, "auth") && j + 1 < arguments.count {
-                    redacted.insert(j + 1)
-                    j += 1
-                } else if arguments.matches(j, "auth2") && j + 2 < arguments.count {
-                    redacted.formUnion([j + 1, j + 2])
-                    j += 2
-                } else if arguments.matches(j, "keys") {
-                    break
-                }
-                j += 1
-            }
-            return redacted
-        case "hello":
-            // HELLO [protover [AUTH username password] [SETNAME name]]: the options are read as HELLO reads them.
-            var j = 2
-            var redacted: Set<Int> = []
-            while j < arguments.count {
-                let more = arguments.count - 1 - j
-                if arguments.matches(j, "auth") && more >= 2 {
-                    redacted.formUnion([j + 1, j + 2])
-                    j += 3
-                } else if arguments.matches(j, "setname") && more >= 1 {
-                    j += 2
-                } else {
-                    break
-                }
-            }
-            return redacted
-        default:
-            return []
-        }
-    }
-
     /// The command as MONITOR clients see it: `+<time> [<db> <addr>] "arg" ...`.
-    static func monitorLine(_ arguments: Arguments, spec: CommandSpec, session: ClientSession, server: ServerState)
-        -> ByteBuffer?
-    {
+    static func monitorLine(_ arguments: Arguments, id: Int, session: ClientSession, server: ServerState) -> ByteBuffer? {
         // Quoting makes a byte at most four (\xHH): a line that could pass what one reply may be is not built,
         // and the monitors are closed as over their output limit, as Redis would close them.
         var bound = 128
@@ -486,7 +419,7 @@ package enum CommandExecutor {
         let micros = server.clock.nowMicroseconds()
         var line = "+\(micros / 1_000_000).\(String(micros % 1_000_000).leftPadded(to: 6)) [\(session.db) "
         line += session.unixSocketPath.map { "unix:\($0)]" } ?? "\(session.remoteAddress)]"
-        let redacted = redactedArguments(spec, arguments)
+        let redacted = server.commands.secretPositions(id, in: arguments)
         for i in 0..<arguments.count {
             line += " "
             line += redacted.contains(i) ? "\"(redacted)\"" : RESPText.quoted(arguments[i])

@@ -7,6 +7,7 @@ package enum CommandRegistry {
     private typealias V = ServerCommands
     private typealias P = PubSubCommands
     private typealias T = TransactionCommands
+    private typealias A = AclCommands
 
     private static let readFast: CommandFlags = [.readonly, .fast]
     private static let writeFast: CommandFlags = [.write, .denyoom, .fast]
@@ -18,7 +19,10 @@ package enum CommandRegistry {
         CommandSpec("get", arity: 2, flags: readFast, keys: (1, 1, 1), categories: ["read", "string", "fast"],
                     group: "string", since: "1.0.0", summary: "Get the value of a key", handler: S.get),
         CommandSpec("set", arity: -3, flags: [.write, .denyoom], keys: (1, 1, 1), access: .writeOnly, categories: ["write", "string", "slow"],
-                    group: "string", since: "1.0.0", summary: "Set the string value of a key", handler: S.set),
+                    group: "string", since: "1.0.0", summary: "Set the string value of a key",
+                    // Redis's variable flags: SET reads its key only with GET.
+                    variableKeys: .firstKeyAccess { a in (3..<a.count).contains { a.matches($0, "get") } ? [.read, .write] : .write },
+                    handler: S.set),
         CommandSpec("setnx", arity: 3, flags: writeFast, keys: (1, 1, 1), access: .writeOnly, categories: ["write", "string", "fast"],
                     group: "string", since: "1.0.0", summary: "Set the value of a key, only if the key does not exist",
                     handler: S.setnx),
@@ -85,15 +89,25 @@ package enum CommandRegistry {
 
     private typealias I = IntrospectionCommands
 
-    /// A subcommand of OBJECT or MEMORY, with Redis 7.0's flags, keys and categories.
+    /// A subcommand of OBJECT, MEMORY, LATENCY, SLOWLOG or CLUSTER, with Redis 7.0's flags, keys and categories.
     private static func introspection(
         _ name: String, arity: Int, flags: CommandFlags = [], keys: (Int, Int, Int) = (0, 0, 0), categories: [String],
-        group: String, since: String, summary: String, complexity: String = "O(1)"
+        group: String, since: String, summary: String, complexity: String = "O(1)",
+        handler: @escaping @Sendable (inout CommandContext) -> Void
     ) -> CommandSpec {
         // Their keys are looked at, never read (Redis's RO without ACCESS).
         CommandSpec(name, arity: arity, flags: flags, keys: keys, access: keys.0 > 0 ? .metadata : nil,
                     categories: categories, group: group, since: since, summary: summary, complexity: complexity,
-                    handler: { _ in })
+                    handler: handler)
+    }
+
+    /// A CLUSTER subcommand, with Redis 7.0's flags and categories: refused, as a server without cluster support
+    /// refuses them.
+    private static func clusterSubcommand(
+        _ name: String, arity: Int, flags: CommandFlags, categories: [String], since: String, summary: String
+    ) -> CommandSpec {
+        introspection(name, arity: arity, flags: flags, categories: categories, group: "cluster", since: since,
+                      summary: summary, handler: StandaloneCommands.clusterOnly)
     }
 
     private typealias B = BitCommands
@@ -117,7 +131,12 @@ package enum CommandRegistry {
         CommandSpec("bitfield", arity: -2, flags: [.write, .denyoom], keys: (1, 1, 1),
                     categories: ["write", "bitmap", "slow"], group: "bitmap", since: "3.2.0",
                     summary: "Perform arbitrary bitfield integer operations on strings",
-                    complexity: "O(1) for each subcommand specified", handler: BitFieldCommands.bitfield),
+                    complexity: "O(1) for each subcommand specified",
+                    // Redis's variable flags: BITFIELD writes its key only with SET or INCRBY.
+                    variableKeys: .firstKeyAccess { a in
+                        (2..<a.count).contains { a.matches($0, "set") || a.matches($0, "incrby") } ? [.read, .write] : .read
+                    },
+                    handler: BitFieldCommands.bitfield),
         CommandSpec("bitfield_ro", arity: -2, flags: readFast, keys: (1, 1, 1),
                     categories: ["read", "bitmap", "fast"], group: "bitmap", since: "6.0.0",
                     summary: "Perform arbitrary bitfield integer operations on strings. Read-only variant of BITFIELD",
@@ -140,17 +159,17 @@ package enum CommandRegistry {
                     subcommands: [
                         introspection("help", arity: 2, flags: [.loading, .stale], categories: ["keyspace", "slow"],
                                       group: "generic", since: "6.2.0",
-                                      summary: "Show helpful text about the different subcommands"),
-                    ] + [
-                        ("freq", "4.0.0", "Get the logarithmic access frequency counter of a Redis object"),
-                        ("idletime", "2.2.3", "Get the time since a Redis object was last accessed"),
-                        ("encoding", "2.2.3", "Inspect the internal encoding of a Redis object"),
-                        ("refcount", "2.2.3", "Get the number of references to the value of the key"),
-                    ].map { name, since, summary in
-                        introspection(name, arity: 3, flags: [.readonly], keys: (2, 2, 1),
-                                      categories: ["keyspace", "read", "slow"], group: "generic", since: since,
-                                      summary: summary)
-                    }, handler: I.object),
+                                      summary: "Show helpful text about the different subcommands", handler: I.objectHelp),
+                    ] + ([
+                        ("freq", "4.0.0", "Get the logarithmic access frequency counter of a Redis object", I.objectFrequency),
+                        ("idletime", "2.2.3", "Get the time since a Redis object was last accessed", I.objectIdleTime),
+                        ("encoding", "2.2.3", "Inspect the internal encoding of a Redis object", I.objectEncoding),
+                        ("refcount", "2.2.3", "Get the number of references to the value of the key", I.objectReferences),
+                    ] as [(String, String, String, @Sendable (inout CommandContext) -> Void)]).map { row in
+                        introspection(row.0, arity: 3, flags: [.readonly], keys: (2, 2, 1),
+                                      categories: ["keyspace", "read", "slow"], group: "generic", since: row.1,
+                                      summary: row.2, handler: row.3)
+                    }),
         CommandSpec("copy", arity: -3, flags: [.write, .denyoom], keys: (1, 2, 1), access: KeyAccessRule(first: .read, rest: .write), categories: ["keyspace", "write", "slow"],
                     group: "generic", since: "6.2.0", summary: "Copy a key",
                     complexity: "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.",
@@ -218,6 +237,8 @@ package enum CommandRegistry {
                     categories: ["keyspace", "write", "slow", "dangerous"], group: "generic", since: "2.6.0",
                     summary: "Atomically transfer a key from a Redis instance to another one.",
                     complexity: "This command actually executes a DUMP+DEL in the source instance, and a RESTORE in the target instance. See the pages of these commands for time complexity. Also an O(N) data transfer between the two instances is performed.",
+                    // MIGRATE host port key|"" db timeout [COPY] [REPLACE] [AUTH ...] [KEYS key ...]
+                    secrets: MigrateCommand.secrets, variableKeys: .movable(MigrateCommand.keyPositions),
                     handler: MigrateCommand.migrate),
         CommandSpec("wait", arity: 3, flags: [.noscript], categories: ["slow", "connection"], group: "generic",
                     since: "3.0.0",
@@ -244,7 +265,7 @@ package enum CommandRegistry {
     ]
 
     static let connection: [CommandSpec] = [
-        CommandSpec("ping", arity: -1, flags: [.fast, .subscribedContext], categories: ["fast", "connection"], group: "connection",
+        CommandSpec("ping", arity: -1, flags: [.fast, .subscribedContext, .refusedLikeWrites], categories: ["fast", "connection"], group: "connection",
                     since: "1.0.0", summary: "Ping the server", handler: C.ping),
         CommandSpec("echo", arity: 2, flags: [.loading, .stale, .fast], categories: ["fast", "connection"], group: "connection",
                     since: "1.0.0", summary: "Echo the given string", handler: C.echo),
@@ -258,33 +279,39 @@ package enum CommandRegistry {
         CommandSpec("auth", arity: -2, flags: [.noscript, .loading, .stale, .fast, .noauth, .allowBusy],
                     categories: ["fast", "connection"], group: "connection", since: "1.0.0",
                     summary: "Authenticate to the server", complexity: "O(N) where N is the number of passwords defined for the user",
-                    handler: C.auth),
+                    secrets: C.authSecrets, handler: C.auth),
         CommandSpec("hello", arity: -1, flags: [.noscript, .loading, .stale, .fast, .noauth, .allowBusy],
                     categories: ["fast", "connection"], group: "connection", since: "6.0.0",
-                    summary: "Handshake with Redis", handler: C.hello),
+                    summary: "Handshake with Redis", secrets: C.helloSecrets, handler: C.hello),
         CommandSpec("client", arity: -2, flags: [], categories: ["slow"],
                     group: "connection", since: "2.4.0", summary: "A container for client connection commands",
                     complexity: "Depends on subcommand.",
-                    subcommands: subcommands("client", [
-                        ("id", 2, "Returns the client ID for the current connection"),
-                        ("setname", 3, "Set the current connection name"),
-                        ("getname", 2, "Get the current connection name"),
-                        ("info", 2, "Returns information about the current client connection."),
-                        ("list", -2, "Get the list of client connections"),
-                        ("kill", -3, "Kill the connection of a client"),
-                        ("no-evict", 3, "Set client eviction mode for the current connection"),
-                        ("tracking", -3, "Enable or disable server assisted client side caching support"),
-                        ("caching", 3, "Instruct the server about tracking or not keys in the next request"),
-                        ("getredir", 2, "Get tracking notifications redirection client ID if any"),
-                        ("trackinginfo", 2, "Return information about server assisted client side caching for the current connection"),
-                        ("help", 2, "Show helpful text about the different subcommands"),
-                        ("no-touch", 3, "Controls whether commands sent by the client will alter the LRU/LFU of the keys they access."),
-                        ("setinfo", 4, "Set client or connection specific info"),
-                        ("reply", 3, "Instruct the server whether to reply to commands"),
-                        ("pause", -3, "Stop processing commands from clients for some time"),
-                        ("unpause", 2, "Resume processing of clients that were paused"),
-                        ("unblock", -3, "Unblock a client blocked in a blocking command from a different connection"),
-                    ], administrative: ["list", "kill", "no-evict", "pause", "unpause", "unblock"], unlisted: ["no-touch", "setinfo"]), handler: C.client),
+                    subcommands: subcommands([
+                        ("id", 2, "Returns the client ID for the current connection", C.clientID),
+                        ("setname", 3, "Set the current connection name", C.clientSetName),
+                        ("getname", 2, "Get the current connection name", C.clientGetName),
+                        ("info", 2, "Returns information about the current client connection.", C.clientInfo),
+                        ("list", -2, "Get the list of client connections", C.clientList),
+                        ("kill", -3, "Kill the connection of a client", C.clientKill),
+                        ("no-evict", 3, "Set client eviction mode for the current connection", C.clientNoEvict),
+                        ("tracking", -3, "Enable or disable server assisted client side caching support", C.clientTracking),
+                        ("caching", 3, "Instruct the server about tracking or not keys in the next request", C.clientCaching),
+                        ("getredir", 2, "Get tracking notifications redirection client ID if any", C.clientGetRedirect),
+                        ("trackinginfo", 2, "Return information about server assisted client side caching for the current connection",
+                         C.trackingInfo),
+                        ("help", 2, "Show helpful text about the different subcommands", C.clientHelp),
+                        ("no-touch", 3, "Controls whether commands sent by the client will alter the LRU/LFU of the keys they access.",
+                         C.clientNoTouch),
+                        ("setinfo", 4, "Set client or connection specific info", C.clientSetInfo),
+                        ("reply", 3, "Instruct the server whether to reply to commands", C.clientReply),
+                        ("pause", -3, "Stop processing commands from clients for some time", BlockingCommands.pause),
+                        ("unpause", 2, "Resume processing of clients that were paused", BlockingCommands.unpause),
+                        ("unblock", -3, "Unblock a client blocked in a blocking command from a different connection",
+                         BlockingCommands.unblock),
+                    ], group: "connection", connection: true,
+                    administrative: ["list", "kill", "no-evict", "pause", "unpause", "unblock"], unlisted: ["no-touch", "setinfo"],
+                    // As Redis: a CLIENT command leaves CLIENT CACHING in force for the next command.
+                    flags: .keepsCaching)),
     ]
 
     private static let subscribeFlags: CommandFlags = [.pubsub, .noscript, .loading, .stale, .subscribedContext]
@@ -292,7 +319,8 @@ package enum CommandRegistry {
     static let pubsub: [CommandSpec] = [
         CommandSpec("subscribe", arity: -2, flags: subscribeFlags, categories: ["pubsub", "slow"], group: "pubsub",
                     since: "2.0.0", summary: "Listen for messages published to the given channels",
-                    complexity: "O(N) where N is the number of channels to subscribe to.", handler: P.subscribe),
+                    complexity: "O(N) where N is the number of channels to subscribe to.", channels: .all(patterns: false),
+                    handler: P.subscribe),
         CommandSpec("unsubscribe", arity: -1, flags: subscribeFlags, categories: ["pubsub", "slow"], group: "pubsub",
                     since: "2.0.0", summary: "Stop listening for messages posted to the given channels",
                     complexity: "O(N) where N is the number of clients already subscribed to a channel.",
@@ -300,7 +328,7 @@ package enum CommandRegistry {
         CommandSpec("psubscribe", arity: -2, flags: subscribeFlags, categories: ["pubsub", "slow"], group: "pubsub",
                     since: "2.0.0", summary: "Listen for messages published to channels matching the given patterns",
                     complexity: "O(N) where N is the number of patterns the client is already subscribed to.",
-                    handler: P.psubscribe),
+                    channels: .all(patterns: true), handler: P.psubscribe),
         CommandSpec("punsubscribe", arity: -1, flags: subscribeFlags, categories: ["pubsub", "slow"],
                     group: "pubsub", since: "2.0.0",
                     summary: "Stop listening for messages posted to channels matching the given patterns",
@@ -309,15 +337,15 @@ package enum CommandRegistry {
         CommandSpec("publish", arity: 3, flags: [.pubsub, .loading, .stale, .fast, .mayReplicate], categories: ["pubsub", "fast"],
                     group: "pubsub", since: "2.0.0", summary: "Post a message to a channel",
                     complexity: "O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client).",
-                    handler: P.publish),
+                    channels: .first, handler: P.publish),
         CommandSpec("pubsub", arity: -2, flags: [], categories: ["slow"], group: "pubsub", since: "2.8.0",
                     summary: "A container for Pub/Sub commands", complexity: "Depends on subcommand.",
-                    subcommands: subcommands("pubsub", [
-                        ("channels", -2, "List active channels"),
-                        ("numsub", -2, "Get the count of subscribers for channels"),
-                        ("numpat", 2, "Get the count of unique patterns pattern subscriptions"),
-                        ("help", 2, "Show helpful text about the different subcommands"),
-                    ]), handler: P.pubsub),
+                    subcommands: subcommands([
+                        ("channels", -2, "List active channels", P.channels),
+                        ("numsub", -2, "Get the count of subscribers for channels", P.numberOfSubscribers),
+                        ("numpat", 2, "Get the count of unique patterns pattern subscriptions", P.numberOfPatterns),
+                        ("help", 2, "Show helpful text about the different subcommands", P.help),
+                    ], group: "pubsub", common: .pubsub)),
     ]
 
     static let server: [CommandSpec] = [
@@ -341,137 +369,144 @@ package enum CommandRegistry {
         CommandSpec("cluster", arity: -2, flags: [], categories: ["slow"], group: "cluster", since: "3.0.0",
                     summary: "A container for cluster commands", complexity: "Depends on subcommand.",
                     subcommands: [
-                        introspection("addslots", arity: -3, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "3.0.0", summary: "Assign new hash slots to receiving node"),
-                        introspection("addslotsrange", arity: -4, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "7.0.0", summary: "Assign new hash slots to receiving node"),
-                        introspection("bumpepoch", arity: 2, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "3.0.0", summary: "Advance the cluster config epoch"),
-                        introspection("count-failure-reports", arity: 3, flags: [.admin, .stale], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "3.0.0", summary: "Return the number of failure reports active for a given node"),
-                        introspection("countkeysinslot", arity: 3, flags: [.stale], categories: ["slow"], group: "cluster",
-                                      since: "3.0.0", summary: "Return the number of local keys in the specified hash slot"),
-                        introspection("delslots", arity: -3, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "3.0.0", summary: "Set hash slots as unbound in receiving node"),
-                        introspection("delslotsrange", arity: -4, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "7.0.0", summary: "Set hash slots as unbound in receiving node"),
-                        introspection("failover", arity: -2, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "3.0.0", summary: "Forces a replica to perform a manual failover of its master."),
-                        introspection("flushslots", arity: 2, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "3.0.0", summary: "Delete a node's own slots information"),
-                        introspection("forget", arity: 3, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "3.0.0", summary: "Remove a node from the nodes table"),
-                        introspection("getkeysinslot", arity: 4, flags: [.stale], categories: ["slow"], group: "cluster",
-                                      since: "3.0.0", summary: "Return local key names in the specified hash slot"),
-                        introspection("help", arity: 2, flags: [.loading, .stale], categories: ["slow"], group: "cluster",
-                                      since: "5.0.0", summary: "Show helpful text about the different subcommands"),
-                        introspection("info", arity: 2, flags: [.stale], categories: ["slow"], group: "cluster",
-                                      since: "3.0.0", summary: "Provides info about Redis Cluster node state"),
-                        introspection("keyslot", arity: 3, flags: [.stale], categories: ["slow"], group: "cluster",
-                                      since: "3.0.0", summary: "Returns the hash slot of the specified key"),
-                        introspection("links", arity: 2, flags: [.stale], categories: ["slow"], group: "cluster",
-                                      since: "7.0.0", summary: "Returns a list of all TCP links to and from peer nodes in cluster"),
-                        introspection("meet", arity: -4, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "3.0.0", summary: "Force a node cluster to handshake with another node"),
-                        introspection("myid", arity: 2, flags: [.stale], categories: ["slow"], group: "cluster",
-                                      since: "3.0.0", summary: "Return the node id"),
-                        introspection("nodes", arity: 2, flags: [.stale], categories: ["slow"], group: "cluster",
-                                      since: "3.0.0", summary: "Get Cluster config for the node"),
-                        introspection("replicas", arity: 3, flags: [.admin, .stale], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "5.0.0", summary: "List replica nodes of the specified master node"),
-                        introspection("replicate", arity: 3, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "3.0.0", summary: "Reconfigure a node as a replica of the specified master node"),
-                        introspection("reset", arity: -2, flags: [.admin, .noscript, .stale], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "3.0.0", summary: "Reset a Redis Cluster node"),
-                        introspection("saveconfig", arity: 2, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "3.0.0", summary: "Forces the node to save cluster state on disk"),
-                        introspection("set-config-epoch", arity: 3, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "3.0.0", summary: "Set the configuration epoch in a new node"),
-                        introspection("setslot", arity: -4, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "3.0.0", summary: "Bind a hash slot to a specific node"),
-                        introspection("shards", arity: 2, flags: [.stale], categories: ["slow"], group: "cluster",
-                                      since: "7.0.0", summary: "Get array of cluster slots to node mappings"),
-                        introspection("slaves", arity: 3, flags: [.admin, .stale], categories: ["admin", "slow", "dangerous"], group: "cluster",
-                                      since: "3.0.0", summary: "List replica nodes of the specified master node"),
-                        introspection("slots", arity: 2, flags: [.stale], categories: ["slow"], group: "cluster",
-                                      since: "3.0.0", summary: "Get array of Cluster slot to node mappings"),
-                    ], handler: StandaloneCommands.cluster),
+                        clusterSubcommand("addslots", arity: -3, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"],
+                                          since: "3.0.0", summary: "Assign new hash slots to receiving node"),
+                        clusterSubcommand("addslotsrange", arity: -4, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"],
+                                          since: "7.0.0", summary: "Assign new hash slots to receiving node"),
+                        clusterSubcommand("bumpepoch", arity: 2, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"],
+                                          since: "3.0.0", summary: "Advance the cluster config epoch"),
+                        clusterSubcommand("count-failure-reports", arity: 3, flags: [.admin, .stale], categories: ["admin", "slow", "dangerous"],
+                                          since: "3.0.0", summary: "Return the number of failure reports active for a given node"),
+                        clusterSubcommand("countkeysinslot", arity: 3, flags: [.stale], categories: ["slow"],
+                                          since: "3.0.0", summary: "Return the number of local keys in the specified hash slot"),
+                        clusterSubcommand("delslots", arity: -3, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"],
+                                          since: "3.0.0", summary: "Set hash slots as unbound in receiving node"),
+                        clusterSubcommand("delslotsrange", arity: -4, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"],
+                                          since: "7.0.0", summary: "Set hash slots as unbound in receiving node"),
+                        clusterSubcommand("failover", arity: -2, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"],
+                                          since: "3.0.0", summary: "Forces a replica to perform a manual failover of its master."),
+                        clusterSubcommand("flushslots", arity: 2, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"],
+                                          since: "3.0.0", summary: "Delete a node's own slots information"),
+                        clusterSubcommand("forget", arity: 3, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"],
+                                          since: "3.0.0", summary: "Remove a node from the nodes table"),
+                        clusterSubcommand("getkeysinslot", arity: 4, flags: [.stale], categories: ["slow"],
+                                          since: "3.0.0", summary: "Return local key names in the specified hash slot"),
+                        clusterSubcommand("help", arity: 2, flags: [.loading, .stale], categories: ["slow"],
+                                          since: "5.0.0", summary: "Show helpful text about the different subcommands"),
+                        clusterSubcommand("info", arity: 2, flags: [.stale], categories: ["slow"],
+                                          since: "3.0.0", summary: "Provides info about Redis Cluster node state"),
+                        clusterSubcommand("keyslot", arity: 3, flags: [.stale], categories: ["slow"],
+                                          since: "3.0.0", summary: "Returns the hash slot of the specified key"),
+                        clusterSubcommand("links", arity: 2, flags: [.stale], categories: ["slow"],
+                                          since: "7.0.0", summary: "Returns a list of all TCP links to and from peer nodes in cluster"),
+                        clusterSubcommand("meet", arity: -4, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"],
+                                          since: "3.0.0", summary: "Force a node cluster to handshake with another node"),
+                        clusterSubcommand("myid", arity: 2, flags: [.stale], categories: ["slow"],
+                                          since: "3.0.0", summary: "Return the node id"),
+                        clusterSubcommand("nodes", arity: 2, flags: [.stale], categories: ["slow"],
+                                          since: "3.0.0", summary: "Get Cluster config for the node"),
+                        clusterSubcommand("replicas", arity: 3, flags: [.admin, .stale], categories: ["admin", "slow", "dangerous"],
+                                          since: "5.0.0", summary: "List replica nodes of the specified master node"),
+                        clusterSubcommand("replicate", arity: 3, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"],
+                                          since: "3.0.0", summary: "Reconfigure a node as a replica of the specified master node"),
+                        clusterSubcommand("reset", arity: -2, flags: [.admin, .noscript, .stale], categories: ["admin", "slow", "dangerous"],
+                                          since: "3.0.0", summary: "Reset a Redis Cluster node"),
+                        clusterSubcommand("saveconfig", arity: 2, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"],
+                                          since: "3.0.0", summary: "Forces the node to save cluster state on disk"),
+                        clusterSubcommand("set-config-epoch", arity: 3, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"],
+                                          since: "3.0.0", summary: "Set the configuration epoch in a new node"),
+                        clusterSubcommand("setslot", arity: -4, flags: [.admin, .stale, .noAsyncLoading], categories: ["admin", "slow", "dangerous"],
+                                          since: "3.0.0", summary: "Bind a hash slot to a specific node"),
+                        clusterSubcommand("shards", arity: 2, flags: [.stale], categories: ["slow"],
+                                          since: "7.0.0", summary: "Get array of cluster slots to node mappings"),
+                        clusterSubcommand("slaves", arity: 3, flags: [.admin, .stale], categories: ["admin", "slow", "dangerous"],
+                                          since: "3.0.0", summary: "List replica nodes of the specified master node"),
+                        clusterSubcommand("slots", arity: 2, flags: [.stale], categories: ["slow"],
+                                          since: "3.0.0", summary: "Get array of Cluster slot to node mappings"),
+                    ]),
         CommandSpec("acl", arity: -2, flags: [], categories: ["slow"], group: "server", since: "6.0.0",
                     summary: "A container for Access List Control commands", complexity: "Depends on subcommand.",
-                    subcommands: subcommands("acl", [
-                        ("cat", -2, "List the ACL categories or the commands inside a category"),
-                        ("deluser", -3, "Remove the specified ACL users and the associated rules"),
-                        ("dryrun", -4, "Returns whether the user can execute the given command without executing the command."),
-                        ("genpass", -2, "Generate a pseudorandom secure password to use for ACL users"),
-                        ("getuser", 3, "Get the rules for a specific ACL user"),
-                        ("list", 2, "List the current ACL rules in ACL config file format"),
-                        ("load", 2, "Reload the ACLs from the configured ACL file"),
-                        ("log", -2, "List latest events denied because of ACLs in place"),
-                        ("save", 2, "Save the current ACL rules in the configured ACL file"),
-                        ("setuser", -3, "Modify or create the rules for a specific ACL user"),
-                        ("users", 2, "List the username of all the configured ACL rules"),
-                        ("whoami", 2, "Return the name of the user associated to the current connection"),
-                        ("help", 2, "Show helpful text about the different subcommands"),
-                    ], administrative: ["deluser", "dryrun", "getuser", "list", "load", "log", "save", "setuser", "users"]),
-                    handler: AclCommands.acl),
+                    subcommands: subcommands([
+                        ("cat", -2, "List the ACL categories or the commands inside a category", A.cat),
+                        ("deluser", -3, "Remove the specified ACL users and the associated rules", A.deleteUsers),
+                        ("dryrun", -4, "Returns whether the user can execute the given command without executing the command.",
+                         A.dryRun),
+                        ("genpass", -2, "Generate a pseudorandom secure password to use for ACL users", A.generatePassword),
+                        ("getuser", 3, "Get the rules for a specific ACL user", A.getUser),
+                        ("list", 2, "List the current ACL rules in ACL config file format", A.list),
+                        ("load", 2, "Reload the ACLs from the configured ACL file", A.load),
+                        ("log", -2, "List latest events denied because of ACLs in place", A.log),
+                        ("save", 2, "Save the current ACL rules in the configured ACL file", A.save),
+                        ("setuser", -3, "Modify or create the rules for a specific ACL user", A.setUser),
+                        ("users", 2, "List the username of all the configured ACL rules", A.users),
+                        ("whoami", 2, "Return the name of the user associated to the current connection", A.whoami),
+                        ("help", 2, "Show helpful text about the different subcommands", A.help),
+                    ], group: "server", administrative: ["deluser", "dryrun", "getuser", "list", "load", "log", "save", "setuser", "users"])),
         CommandSpec("latency", arity: -2, flags: [], categories: ["slow"], group: "server", since: "2.8.13",
                     summary: "A container for latency diagnostics commands", complexity: "Depends on subcommand.",
                     subcommands: [
                         introspection("help", arity: 2, flags: [.loading, .stale], categories: ["slow"], group: "server",
-                                      since: "2.8.13", summary: "Show helpful text about the different subcommands."),
-                    ] + [
-                        ("doctor", 2, "Return a human readable latency analysis report."),
-                        ("reset", -2, "Reset latency data for one or more events."),
-                        ("latest", 2, "Return the latest latency samples for all events."),
-                        ("history", 3, "Return timestamp-latency samples for the event."),
-                        ("histogram", -2, "Return the cumulative distribution of latencies of a subset of commands or all."),
-                    ].map { name, arity, summary in
-                        introspection(name, arity: arity, flags: [.admin, .noscript, .loading, .stale],
+                                      since: "2.8.13", summary: "Show helpful text about the different subcommands.",
+                                      handler: I.latencyHelp),
+                    ] + ([
+                        ("doctor", 2, "Return a human readable latency analysis report.", I.latencyDoctor),
+                        ("reset", -2, "Reset latency data for one or more events.", I.latencyReset),
+                        ("latest", 2, "Return the latest latency samples for all events.", I.latencyLatest),
+                        ("history", 3, "Return timestamp-latency samples for the event.", I.latencyHistory),
+                        ("histogram", -2, "Return the cumulative distribution of latencies of a subset of commands or all.",
+                         I.latencyHistogram),
+                    ] as [SubcommandRow]).map { row in
+                        introspection(row.name, arity: row.arity, flags: [.admin, .noscript, .loading, .stale],
                                       categories: ["admin", "slow", "dangerous"], group: "server", since: "2.8.13",
-                                      summary: summary)
-                    }, handler: I.latency),
+                                      summary: row.summary, handler: row.handler)
+                    }),
         CommandSpec("slowlog", arity: -2, flags: [], categories: ["slow"], group: "server", since: "2.2.12",
                     summary: "A container for slow log commands", complexity: "Depends on subcommand.",
                     subcommands: [
                         introspection("reset", arity: 2, flags: [.admin, .loading, .stale], categories: ["admin", "slow", "dangerous"],
                                       group: "server", since: "2.2.12", summary: "Clear all entries from the slow log",
-                                      complexity: "O(N) where N is the number of entries in the slowlog"),
+                                      complexity: "O(N) where N is the number of entries in the slowlog", handler: I.slowlogReset),
                         introspection("len", arity: 2, flags: [.admin, .loading, .stale], categories: ["admin", "slow", "dangerous"],
-                                      group: "server", since: "2.2.12", summary: "Get the slow log's length"),
+                                      group: "server", since: "2.2.12", summary: "Get the slow log's length", handler: I.slowlogLength),
                         introspection("help", arity: 2, flags: [.loading, .stale], categories: ["slow"], group: "server",
-                                      since: "6.2.0", summary: "Show helpful text about the different subcommands"),
+                                      since: "6.2.0", summary: "Show helpful text about the different subcommands",
+                                      handler: I.slowlogHelp),
                         introspection("get", arity: -2, flags: [.admin, .loading, .stale], categories: ["admin", "slow", "dangerous"],
                                       group: "server", since: "2.2.12", summary: "Get the slow log's entries",
-                                      complexity: "O(N) where N is the number of entries returned"),
-                    ], handler: I.slowlog),
+                                      complexity: "O(N) where N is the number of entries returned", handler: I.slowlogGet),
+                    ]),
         CommandSpec("memory", arity: -2, flags: [], categories: ["slow"], group: "server", since: "4.0.0",
                     summary: "A container for memory diagnostics commands", complexity: "Depends on subcommand.",
                     subcommands: [
                         introspection("purge", arity: 2, categories: ["slow"], group: "server", since: "4.0.0",
                                       summary: "Ask the allocator to release memory",
-                                      complexity: "Depends on how much memory is allocated, could be slow"),
+                                      complexity: "Depends on how much memory is allocated, could be slow", handler: I.memoryPurge),
                         introspection("malloc-stats", arity: 2, categories: ["slow"], group: "server", since: "4.0.0",
                                       summary: "Show allocator internal stats",
-                                      complexity: "Depends on how much memory is allocated, could be slow"),
+                                      complexity: "Depends on how much memory is allocated, could be slow",
+                                      handler: I.memoryMallocStats),
                         introspection("help", arity: 2, flags: [.loading, .stale], categories: ["slow"], group: "server",
-                                      since: "4.0.0", summary: "Show helpful text about the different subcommands"),
+                                      since: "4.0.0", summary: "Show helpful text about the different subcommands",
+                                      handler: I.memoryHelp),
                         introspection("usage", arity: -3, flags: [.readonly], keys: (2, 2, 1), categories: ["read", "slow"],
                                       group: "server", since: "4.0.0", summary: "Estimate the memory usage of a key",
-                                      complexity: "O(N) where N is the number of samples."),
+                                      complexity: "O(N) where N is the number of samples.", handler: I.memoryUsage),
                         introspection("doctor", arity: 2, categories: ["slow"], group: "server", since: "4.0.0",
-                                      summary: "Outputs memory problems report"),
+                                      summary: "Outputs memory problems report", handler: I.memoryDoctor),
                         introspection("stats", arity: 2, categories: ["slow"], group: "server", since: "4.0.0",
-                                      summary: "Show memory usage details"),
-                    ], handler: I.memory),
+                                      summary: "Show memory usage details", handler: I.memoryStats),
+                    ]),
         CommandSpec("config", arity: -2, flags: [], categories: ["slow"], group: "server", since: "2.0.0",
                     summary: "A container for server configuration commands", complexity: "Depends on subcommand.",
-                    subcommands: subcommands("config", [
-                        ("get", -3, "Get the values of configuration parameters"),
-                        ("set", -4, "Set configuration parameters to the given values"),
-                        ("resetstat", 2, "Reset the stats returned by INFO"),
-                        ("rewrite", 2, "Rewrite the configuration file with the in memory configuration"),
-                        ("help", 2, "Show helpful text about the different subcommands"),
-                    ], administrative: ["get", "set", "resetstat", "rewrite"]), handler: ConfigCommands.config),
+                    subcommands: subcommands([
+                        ("get", -3, "Get the values of configuration parameters", ConfigCommands.get),
+                        ("set", -4, "Set configuration parameters to the given values", ConfigCommands.set),
+                        ("resetstat", 2, "Reset the stats returned by INFO", ConfigCommands.resetStatistics),
+                        ("rewrite", 2, "Rewrite the configuration file with the in memory configuration", ConfigCommands.rewrite),
+                        ("help", 2, "Show helpful text about the different subcommands", ConfigCommands.help),
+                    ], group: "server", administrative: ["get", "set", "resetstat", "rewrite"],
+                    // As Redis: the values of password parameters are not shown.
+                    secrets: ["set": ConfigCommands.setSecrets])),
         CommandSpec("info", arity: -1, flags: [.loading, .stale], categories: ["slow", "dangerous"], group: "server",
                     since: "1.0.0", summary: "Get information and statistics about the server", handler: V.info),
         CommandSpec("time", arity: 1, flags: [.loading, .stale, .fast], categories: ["fast"], group: "server",
@@ -496,39 +531,44 @@ package enum CommandRegistry {
         CommandSpec("command", arity: -1, flags: [.loading, .stale], categories: ["slow", "connection"],
                     group: "server", since: "2.8.13", summary: "Get array of Redis command details",
                     complexity: "O(N) where N is the total number of Redis commands",
-                    subcommands: subcommands("command", [
-                        ("count", 2, "Get total number of Redis commands"),
-                        ("docs", -2, "Get array of specific Redis command documentation"),
-                        ("getkeys", -4, "Extract keys given a full Redis command"),
-                        ("getkeysandflags", -4, "Extract keys and access flags given a full Redis command"),
-                        ("info", -2, "Get array of specific Redis command details, or all when no argument is given"),
-                        ("list", -2, "Get an array of Redis command names"),
-                        ("help", 2, "Show helpful text about the different subcommands"),
-                    ]), handler: V.command),
+                    subcommands: subcommands([
+                        ("count", 2, "Get total number of Redis commands", V.commandCount),
+                        ("docs", -2, "Get array of specific Redis command documentation", V.commandDocs),
+                        ("getkeys", -4, "Extract keys given a full Redis command", V.commandGetKeys),
+                        ("getkeysandflags", -4, "Extract keys and access flags given a full Redis command",
+                         V.commandGetKeysAndFlags),
+                        ("info", -2, "Get array of specific Redis command details, or all when no argument is given",
+                         V.commandInfo),
+                        ("list", -2, "Get an array of Redis command names", V.commandList),
+                        ("help", 2, "Show helpful text about the different subcommands", V.commandHelp),
+                    ], group: "server", common: [], connection: true), handler: V.command),
     ]
 
-    /// Specs for a container command's subcommands (COMMAND INFO/DOCS, and MONITOR's test for `admin`; the
-    /// container dispatches). Flags and ACL categories are Redis 7.0's: `administrative` ones are admin (and
-    /// so @admin and @dangerous); all but COMMAND's and the HELP subcommands are noscript; CLIENT's and
-    /// COMMAND's are @connection, PUBSUB's (but HELP) @pubsub. Categories are listed in Redis's order.
-    /// `unlisted` ones run but are not reported by COMMAND (Redis 7.0 does not have them).
+    /// One subcommand: its name, arity, COMMAND DOCS summary and handler.
+    typealias SubcommandRow = (name: String, arity: Int, summary: String, handler: @Sendable (inout CommandContext) -> Void)
+
+    /// Specs for a container command's subcommands. Flags and ACL categories are Redis 7.0's: all but HELP
+    /// have the container's `common` flags (noscript, but none for COMMAND's and pubsub for PUBSUB's);
+    /// `administrative` ones are admin (and so @admin and @dangerous); with `connection` all are @connection.
+    /// Categories are listed in Redis's order. `unlisted` ones run but are not reported by COMMAND (Redis 7.0
+    /// does not have them). `flags` are given to all; `secrets` tells a subcommand's secret arguments.
     static func subcommands(
-        _ parent: String, _ list: [(String, Int, String)], administrative: Set<String> = [], unlisted: Set<String> = []
+        _ list: [SubcommandRow], group: String, common: CommandFlags = .noscript, connection: Bool = false,
+        administrative: Set<String> = [], unlisted: Set<String> = [], flags extraFlags: CommandFlags = [],
+        secrets: [String: SecretArguments] = [:]
     ) -> [CommandSpec] {
-        list.map { name, arity, summary in
+        list.map { name, arity, summary, handler in
             var flags: CommandFlags = unlisted.contains(name) ? [.unlisted, .loading, .stale] : [.loading, .stale]
-            if parent != "command" && name != "help" { flags.insert(.noscript) }
+            if name != "help" { flags.formUnion(common) }
             if administrative.contains(name) { flags.insert(.admin) }
-            if parent == "pubsub" && name != "help" { flags = [.pubsub, .loading, .stale] }
             var categories: [String] = []
             if flags.contains(.pubsub) { categories.append("pubsub") }
             if flags.contains(.admin) { categories.append("admin") }
             categories.append("slow")
             if flags.contains(.admin) { categories.append("dangerous") }
-            if parent == "client" || parent == "command" { categories.append("connection") }
-            let group = parent == "client" ? "connection" : parent == "pubsub" ? "pubsub" : "server"
-            return CommandSpec(name, arity: arity, flags: flags, categories: categories, group: group,
-                        since: "2.4.0", summary: summary, handler: { _ in })
+            if connection { categories.append("connection") }
+            return CommandSpec(name, arity: arity, flags: flags.union(extraFlags), categories: categories, group: group,
+                        since: "2.4.0", summary: summary, secrets: secrets[name], handler: handler)
         }
     }
 

@@ -37,6 +37,12 @@ package struct CommandFlags: OptionSet, Sendable {
     package static let exec = CommandFlags(rawValue: 1 << 20)
     /// The keys are found by reading the arguments, not only at the table's positions (MIGRATE's KEYS).
     package static let movableKeys = CommandFlags(rawValue: 1 << 21)
+    /// Refused as writes are while background saves fail (PING, so that health checks notice). Not a Redis
+    /// flag.
+    package static let refusedLikeWrites = CommandFlags(rawValue: 1 << 22)
+    /// Leaves a CLIENT CACHING given before it in force for the command after it (CLIENT and its
+    /// subcommands, as in Redis). Not a Redis flag.
+    package static let keepsCaching = CommandFlags(rawValue: 1 << 23)
 
     static let names: [(CommandFlags, String)] = [
         (.write, "write"), (.readonly, "readonly"), (.denyoom, "denyoom"), (.admin, "admin"),
@@ -80,15 +86,35 @@ package struct KeyAccessRule: Sendable {
     package static let writeOnly = all(.write)
 }
 
+/// What a command's arguments change of its keys (Redis's movable keys and variable flags).
+package enum VariableKeys: Sendable {
+    /// The keys are found by reading the arguments (MIGRATE's KEYS): their positions among the `count`
+    /// arguments from `offset` (the command's name), or nil when the arguments are malformed.
+    case movable(@Sendable (_ arguments: Arguments, _ offset: Int, _ count: Int) -> [Int]?)
+    /// The access to the first key depends on the options (SET reads it only with GET).
+    case firstKeyAccess(@Sendable (Arguments) -> KeyAccess)
+}
+
+/// Which arguments of a command are pub/sub channels, for ACL channel permissions.
+package enum ChannelArguments: Sendable {
+    /// The first argument (PUBLISH).
+    case first
+    /// Every argument: channels, or with `patterns` patterns (SUBSCRIBE, PSUBSCRIBE).
+    case all(patterns: Bool)
+}
+
 /// A command handler: reads `context.arguments`, writes one reply into `context.reply`.
 package typealias CommandHandler = (inout CommandContext) -> Void
+
+/// The positions of a command's arguments that are secrets (passwords): MONITOR and SLOWLOG show them as
+/// `(redacted)`.
+package typealias SecretArguments = @Sendable (Arguments) -> Set<Int>
 
 /// One entry of the command table.
 package struct CommandSpec: Sendable {
     /// Lowercase name (as renamed by `rename-command`).
     package internal(set) var name: String
-    /// Redis's name for the command, whatever `rename-command` made of ``name``: what the server goes by when it
-    /// decides how a command is treated (which arguments are credentials, say).
+    /// Redis's name for the command, whatever `rename-command` made of ``name``.
     package let originalName: String
     /// Redis's arity: positive = exactly this many arguments (name included), negative = at least -arity.
     package let arity: Int
@@ -106,15 +132,24 @@ package struct CommandSpec: Sendable {
     package let summary: String
     package let since: String
     package let complexity: String
+    /// What runs the command. A container's runs only when it is given no subcommand (COMMAND alone): each
+    /// subcommand has its own.
     package let handler: @Sendable (inout CommandContext) -> Void
-    /// Subcommands (CLIENT, CONFIG, COMMAND), for COMMAND INFO and DOCS.
+    /// Subcommands (CLIENT, CONFIG, COMMAND...): each its own entry, with its handler, arity, flags and ACL
+    /// categories. The executor looks the subcommand up and checks its arity before anything runs.
     package let subcommands: [CommandSpec]
+    /// The arguments that are secrets, when some may be (AUTH, HELLO, MIGRATE, CONFIG SET).
+    package let secrets: SecretArguments?
+    /// How the arguments change the keys' positions or access, when they do.
+    package let variableKeys: VariableKeys?
+    /// The arguments that are channels, for a command that has some.
+    package let channels: ChannelArguments?
 
     package init(
         _ name: String, arity: Int, flags: CommandFlags, keys: (Int, Int, Int) = (0, 0, 0),
         access: KeyAccessRule? = nil, categories: [String], group: String, since: String, summary: String, complexity: String = "O(1)",
-        subcommands: [CommandSpec] = [],
-        handler: @escaping @Sendable (inout CommandContext) -> Void
+        subcommands: [CommandSpec] = [], secrets: SecretArguments? = nil, variableKeys: VariableKeys? = nil,
+        channels: ChannelArguments? = nil, handler: (@Sendable (inout CommandContext) -> Void)? = nil
     ) {
         self.name = name
         self.originalName = name
@@ -129,7 +164,16 @@ package struct CommandSpec: Sendable {
         self.since = since
         self.complexity = complexity
         self.subcommands = subcommands
-        self.handler = handler
+        self.secrets = secrets
+        self.variableKeys = variableKeys
+        self.channels = channels
+        self.handler = handler ?? Self.subcommandNeeded
+    }
+
+    /// The handler of a container that takes no request without a subcommand (its arity asks for one, so the
+    /// executor refuses such a request before it would run): the arity error, should it run anyway.
+    private static func subcommandNeeded(_ c: inout CommandContext) {
+        c.wrongArity()
     }
 
     /// Whether `count` arguments (the name included) satisfy the arity.
@@ -139,27 +183,21 @@ package struct CommandSpec: Sendable {
     }
 
     /// The positions of the keys in `arguments` and the access each needs: the table's positions (first key,
-    /// last key, step), and for MIGRATE those after its KEYS option when the key argument is empty. What
-    /// ACL key permissions check and client tracking remembers.
+    /// last key, step), or those the arguments tell (``variableKeys``). What ACL key permissions check and
+    /// client tracking remembers.
     package func keyPositions(in arguments: Arguments) -> [(position: Int, access: KeyAccess)] {
         guard firstKey > 0 && firstKey < arguments.count else { return [] }
         var positions: [(Int, KeyAccess)] = []
-        if flags.contains(.movableKeys) && originalName == "migrate" {
-            // MIGRATE host port key|"" db timeout [COPY] [REPLACE] [AUTH ...] [KEYS key ...], as COMMAND GETKEYS
-            // finds them.
-            let keys = MigrateCommand.keyPositions(arguments, offset: 0, count: arguments.count) ?? []
-            return keys.map { ($0, keyAccess.first) }
+        var first = keyAccess.first
+        switch variableKeys {
+        case .movable(let find)?:
+            return (find(arguments, 0, arguments.count) ?? []).map { ($0, keyAccess.first) }
+        case .firstKeyAccess(let access)?:
+            first = access(arguments)
+        case nil:
+            break
         }
         let last = lastKey < 0 ? arguments.count + lastKey : min(lastKey, arguments.count - 1)
-        var first = keyAccess.first
-        // Redis's variable flags: SET reads its key only with GET; BITFIELD writes it only with SET or INCRBY.
-        if originalName == "set" && (3..<arguments.count).contains(where: { arguments.matches($0, "get") }) {
-            first = [.read, .write]
-        } else if originalName == "bitfield"
-            && !(2..<arguments.count).contains(where: { arguments.matches($0, "set") || arguments.matches($0, "incrby") })
-        {
-            first = .read
-        }
         for i in stride(from: firstKey, through: last, by: max(1, keyStep)) {
             positions.append((i, i == firstKey ? first : keyAccess.rest))
         }
@@ -172,6 +210,11 @@ package struct CommandSpec: Sendable {
     /// The index in ``subcommands`` of the subcommand a request names (in any case), if there is one.
     package func subcommandIndex(named name: UnsafeRawBufferPointer) -> Int? {
         subcommands.firstIndex { CommandTable.equalsLowercased(name, $0.name) }
+    }
+
+    /// The positions of the secrets among `arguments` (none for most commands).
+    package func secretPositions(in arguments: Arguments) -> Set<Int> {
+        secrets?(arguments) ?? []
     }
 }
 
@@ -210,8 +253,11 @@ package struct CommandTable: Sendable {
         }
     }
 
-    /// The dispatch entry of each command, by the index ``lookup(_:)`` returns.
+    /// The dispatch entry of each command, by the index ``lookup(_:)`` returns, then of each subcommand, by
+    /// its ``permissionId(_:sub:)``.
     package let dispatch: [Dispatch]
+    /// The container and subcommand of each subcommand's id, from `commands.count` on.
+    private let subcommandOwners: [(command: Int, sub: Int)]
     private let buckets: [Int32]  // open addressing over name hashes; -1 = empty
     private let bucketMask: Int
     /// ACL's numbering of commands and subcommands, for the bit sets of users' permissions: command `i` is
@@ -228,9 +274,12 @@ package struct CommandTable: Sendable {
             return next
         }
         self.permissionIdCount = next
-        self.dispatch = commands.map {
-            Dispatch(arity: $0.arity, flags: $0.subcommands.isEmpty ? $0.flags : $0.flags.union(.container), handler: $0.handler)
-        }
+        self.dispatch =
+            commands.map {
+                Dispatch(arity: $0.arity, flags: $0.subcommands.isEmpty ? $0.flags : $0.flags.union(.container), handler: $0.handler)
+            }
+            + commands.flatMap { $0.subcommands.map { Dispatch(arity: $0.arity, flags: $0.flags, handler: $0.handler) } }
+        self.subcommandOwners = commands.indices.flatMap { i in commands[i].subcommands.indices.map { (i, $0) } }
         var size = 16
         while size < commands.count * 4 { size <<= 1 }
         var buckets = [Int32](repeating: -1, count: size)
@@ -281,6 +330,39 @@ package struct CommandTable: Sendable {
     @inline(__always)
     package func permissionId(_ index: Int, sub: Int?) -> Int {
         sub.map { subcommandBase[index] + $0 } ?? index
+    }
+
+    /// The command and subcommand whose ``permissionId(_:sub:)`` (and ``dispatch`` entry) is `id`.
+    @inline(__always)
+    package func owner(of id: Int) -> (command: Int, sub: Int?) {
+        id < commands.count ? (id, nil) : subcommandOwners[id - commands.count]
+    }
+
+    /// The spec of the command or subcommand `id`.
+    package func spec(_ id: Int) -> CommandSpec {
+        let (command, sub) = owner(of: id)
+        return sub.map { commands[command].subcommands[$0] } ?? commands[command]
+    }
+
+    /// The full name of the command or subcommand `id`, as Redis's errors give it: `get`, `client|kill`.
+    package func fullName(_ id: Int) -> String {
+        let (command, sub) = owner(of: id)
+        return sub.map { commands[command].name + "|" + commands[command].subcommands[$0].name } ?? commands[command].name
+    }
+
+    /// The keys among `arguments` of the command or subcommand `id`, and the access each needs
+    /// (``CommandSpec/keyPositions(in:)``).
+    package func keyPositions(_ id: Int, in arguments: Arguments) -> [(position: Int, access: KeyAccess)] {
+        let (command, sub) = owner(of: id)
+        if let sub { return commands[command].subcommands[sub].keyPositions(in: arguments) }
+        return commands[command].keyPositions(in: arguments)
+    }
+
+    /// The positions of the secrets among `arguments` of the command or subcommand `id`.
+    package func secretPositions(_ id: Int, in arguments: Arguments) -> Set<Int> {
+        let (command, sub) = owner(of: id)
+        if let sub { return commands[command].subcommands[sub].secretPositions(in: arguments) }
+        return commands[command].secretPositions(in: arguments)
     }
 
     /// The spec named `name` (lowercase), or nil.

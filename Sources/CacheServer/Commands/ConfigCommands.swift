@@ -8,62 +8,79 @@ package enum ConfigCommands {
     /// Parameters whose values are secrets: SLOWLOG shows `(redacted)` for them, as Redis does.
     static let sensitiveParameters: Set<String> = ["requirepass", "tls-key-file-pass", "tls-client-key-file-pass"]
 
-    static func config(_ c: inout CommandContext) {
-        let a = c.arguments
-        if a.matches(1, "get") && a.count >= 3 {
-            let patterns = (2..<a.count).map { a.string($0) }
-            let pairs = c.server.config.configGet(patterns)
-            c.reply.writeRESPMapHeader(pairs.count, c.version)
-            for (name, value) in pairs {
-                c.bulk(name)
-                c.bulk(value)
-            }
-        } else if a.matches(1, "set") && a.count >= 4 {
-            guard a.count % 2 == 0 else { return c.error(ReplyError.syntax) }
-            let changes = stride(from: 2, to: a.count, by: 2).map { (name: a.string($0), value: a.string($0 + 1)) }
-            do throws(ConfigurationDirectiveError) {
-                let logger = c.server.logger
-                try c.server.updateConfiguration { config throws(ConfigurationDirectiveError) in
-                    var updated = config
-                    let protected = config.enableProtectedConfigs
-                    try updated.configSet(
-                        changes, allowProtected: protected == .yes || (protected == .local && c.session.isLocal))
-                    try apply(updated, over: config, changes, c.server, logger: logger)
-                    config = updated
-                }
-                if changes.contains(where: { ["maxmemory", "maxmemory-policy"].contains($0.name.lowercased()) }) {
-                    c.server.warnIfMaxMemoryTooSmall()
-                    c.server.refreshMemoryOverheadIfOwn()
-                    // Which databases hold keys, for eviction to choose among them from the first write on.
-                    c.server.keyspace.refreshDatabasesInUse()
-                    // As Redis: a lower limit evicts at once, not at the next write.
-                    if c.server.evictToLimit(now: c.now) == .nothingToEvict {
-                        c.server.logger.warning(
-                            "maxmemory is below the memory in use and the policy cannot evict enough: writes that need memory are refused until it is raised",
-                            metadata: ["maxmemory": "\(c.server.config.maxMemory)", "maxmemory-policy": "\(c.server.config.maxMemoryPolicy.rawValue)"])
-                    }
-                }
-                c.ok()
-            } catch {
-                c.error(error.configSetReply)
-            }
-        } else if a.matches(1, "resetstat") && a.count == 2 {
-            ServerCommands.resetStatistics(c.server)
-            c.ok()
-        } else if a.matches(1, "rewrite") && a.count == 2 {
-            let file = c.server.config.configFile
-            if file.isEmpty { return c.error("ERR The server is running without a config file") }
-            c.error("ERR CONFIG REWRITE is not supported by this server: make the change in \(file) too")
-        } else if a.matches(1, "help") && a.count == 2 {
-            ConnectionCommands.help(&c, "CONFIG", [
-                "GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
-                "SET <directive> <value>", "    Set the configuration <directive> to <value>.",
-                "RESETSTAT", "    Reset statistics reported by the INFO command.",
-                "REWRITE", "    Rewrite the configuration file.",
-            ])
-        } else {
-            ConnectionCommands.subcommandError(&c)
+    /// CONFIG SET's secrets: the values of the ``sensitiveParameters`` (as Redis, which does not log them).
+    static func setSecrets(_ arguments: Arguments) -> Set<Int> {
+        var secrets: Set<Int> = []
+        for j in stride(from: 2, to: arguments.count - 1, by: 2)
+        where sensitiveParameters.contains(arguments.string(j).lowercased()) {
+            secrets.insert(j + 1)
         }
+        return secrets
+    }
+
+    /// CONFIG GET pattern ...
+    static func get(_ c: inout CommandContext) {
+        let a = c.arguments
+        let patterns = (2..<a.count).map { a.string($0) }
+        let pairs = c.server.config.configGet(patterns)
+        c.reply.writeRESPMapHeader(pairs.count, c.version)
+        for (name, value) in pairs {
+            c.bulk(name)
+            c.bulk(value)
+        }
+    }
+
+    /// CONFIG SET name value ...: all the changes or none.
+    static func set(_ c: inout CommandContext) {
+        let a = c.arguments
+        guard a.count % 2 == 0 else { return c.error(ReplyError.syntax) }
+        let changes = stride(from: 2, to: a.count, by: 2).map { (name: a.string($0), value: a.string($0 + 1)) }
+        do throws(ConfigurationDirectiveError) {
+            let logger = c.server.logger
+            try c.server.updateConfiguration { config throws(ConfigurationDirectiveError) in
+                var updated = config
+                let protected = config.enableProtectedConfigs
+                try updated.configSet(
+                    changes, allowProtected: protected == .yes || (protected == .local && c.session.isLocal))
+                try apply(updated, over: config, changes, c.server, logger: logger)
+                config = updated
+            }
+            if changes.contains(where: { ["maxmemory", "maxmemory-policy"].contains($0.name.lowercased()) }) {
+                c.server.warnIfMaxMemoryTooSmall()
+                c.server.refreshMemoryOverheadIfOwn()
+                // Which databases hold keys, for eviction to choose among them from the first write on.
+                c.server.keyspace.refreshDatabasesInUse()
+                // As Redis: a lower limit evicts at once, not at the next write.
+                if c.server.evictToLimit(now: c.now) == .nothingToEvict {
+                    c.server.logger.warning(
+                        "maxmemory is below the memory in use and the policy cannot evict enough: writes that need memory are refused until it is raised",
+                        metadata: ["maxmemory": "\(c.server.config.maxMemory)", "maxmemory-policy": "\(c.server.config.maxMemoryPolicy.rawValue)"])
+                }
+            }
+            c.ok()
+        } catch {
+            c.error(error.configSetReply)
+        }
+    }
+
+    static func resetStatistics(_ c: inout CommandContext) {
+        ServerCommands.resetStatistics(c.server)
+        c.ok()
+    }
+
+    static func rewrite(_ c: inout CommandContext) {
+        let file = c.server.config.configFile
+        if file.isEmpty { return c.error("ERR The server is running without a config file") }
+        c.error("ERR CONFIG REWRITE is not supported by this server: make the change in \(file) too")
+    }
+
+    static func help(_ c: inout CommandContext) {
+        ConnectionCommands.help(&c, "CONFIG", [
+            "GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>", "    Set the configuration <directive> to <value>.",
+            "RESETSTAT", "    Reset statistics reported by the INFO command.",
+            "REWRITE", "    Rewrite the configuration file.",
+        ])
     }
 
     /// What CONFIG SET does beyond storing values, as Redis's apply functions: the open files limit for

@@ -95,6 +95,30 @@ package enum ConnectionCommands {
         if authenticate(&c, user: c.arguments[1], password: c.arguments[2]) { c.ok() } else { c.error(ReplyError.wrongPass) }
     }
 
+    /// AUTH's secrets: all its arguments (the password, and the user name with it).
+    static func authSecrets(_ arguments: Arguments) -> Set<Int> {
+        Set(1..<arguments.count)
+    }
+
+    /// HELLO's secrets: the user name and password of its AUTH option, its options read as HELLO reads them
+    /// (`HELLO [protover [AUTH username password] [SETNAME name]]`).
+    static func helloSecrets(_ arguments: Arguments) -> Set<Int> {
+        var j = 2
+        var secrets: Set<Int> = []
+        while j < arguments.count {
+            let more = arguments.count - 1 - j
+            if arguments.matches(j, "auth") && more >= 2 {
+                secrets.formUnion([j + 1, j + 2])
+                j += 3
+            } else if arguments.matches(j, "setname") && more >= 1 {
+                j += 2
+            } else {
+                break
+            }
+        }
+        return secrets
+    }
+
     static func hello(_ c: inout CommandContext) {
         var version: RESPVersion?
         var next = 1
@@ -170,116 +194,97 @@ package enum ConnectionCommands {
 
     // MARK: CLIENT
 
-    static func client(_ c: inout CommandContext) {
+    static func clientID(_ c: inout CommandContext) {
+        c.integer(c.session.id)
+    }
+
+    static func clientSetName(_ c: inout CommandContext) {
+        if setName(&c, argument: 2) { c.ok() }
+    }
+
+    static func clientGetName(_ c: inout CommandContext) {
+        if let name = c.session.name { c.bulk(name) } else { c.null() }
+    }
+
+    static func clientInfo(_ c: inout CommandContext) {
+        c.reply.writeRESPVerbatim(describe(c.session, server: c.server, now: c.now) + "\n", c.version)
+    }
+
+    static func clientNoEvict(_ c: inout CommandContext) {
+        guard let on = onOff(&c) else { return }
+        c.session.noEvict = on
+        c.ok()
+    }
+
+    static func clientNoTouch(_ c: inout CommandContext) {
+        guard let on = onOff(&c) else { return }
+        c.session.noTouch = on
+        c.ok()
+    }
+
+    /// Argument 2 as `ON` (true) or `OFF` (false), in any case; nil after a syntax error.
+    private static func onOff(_ c: inout CommandContext) -> Bool? {
+        if c.arguments.matches(2, "on") { return true }
+        if c.arguments.matches(2, "off") { return false }
+        c.error(ReplyError.syntax)
+        return nil
+    }
+
+    /// CLIENT REPLY ON|OFF|SKIP: ON answers OK; OFF and SKIP answer nothing (the executor drops replies while
+    /// they hold).
+    static func clientReply(_ c: inout CommandContext) {
         let a = c.arguments
-        let n = a.count
-        if a.matches(1, "id") && n == 2 {
-            c.integer(c.session.id)
-        } else if a.matches(1, "setname") && n == 3 {
-            if setName(&c, argument: 2) { c.ok() }
-        } else if a.matches(1, "getname") && n == 2 {
-            if let name = c.session.name { c.bulk(name) } else { c.null() }
-        } else if a.matches(1, "info") && n == 2 {
-            c.reply.writeRESPVerbatim(describe(c.session, server: c.server, now: c.now) + "\n", c.version)
-        } else if a.matches(1, "list") {
-            clientList(&c)
-        } else if a.matches(1, "kill") && n >= 3 {
-            clientKill(&c)
-        } else if (a.matches(1, "no-evict") || a.matches(1, "no-touch")) && n == 3 {
-            let on = a.matches(2, "on")
-            guard on || a.matches(2, "off") else { return c.error(ReplyError.syntax) }
-            if a.matches(1, "no-evict") { c.session.noEvict = on } else { c.session.noTouch = on }
+        if a.matches(2, "on") {
+            c.session.replyOff = false
+            c.session.replySkipNext = false
+            c.session.replySkip = false
             c.ok()
-        } else if a.matches(1, "reply") && n == 3 {
-            // ON answers OK; OFF and SKIP answer nothing (the executor drops replies while they hold).
-            if a.matches(2, "on") {
-                c.session.replyOff = false
-                c.session.replySkipNext = false
-                c.session.replySkip = false
-                c.ok()
-            } else if a.matches(2, "off") {
-                c.session.replyOff = true
-            } else if a.matches(2, "skip") {
-                if !c.session.replyOff { c.session.replySkipNext = true }
-            } else {
-                c.error(ReplyError.syntax)
-            }
-        } else if a.matches(1, "pause") && n >= 3 {
-            BlockingCommands.pause(&c)
-        } else if a.matches(1, "unpause") && n == 2 {
-            BlockingCommands.unpause(&c)
-        } else if a.matches(1, "unblock") && n >= 3 {
-            BlockingCommands.unblock(&c)
-        } else if a.matches(1, "setinfo") && n == 4 {
-            c.ok()
-        } else if a.matches(1, "tracking") && n >= 3 {
-            clientTracking(&c)
-        } else if a.matches(1, "caching") && n == 3 {
-            clientCaching(&c)
-        } else if a.matches(1, "getredir") && n == 2 {
-            c.integer(c.session.tracking?.redirect ?? -1)
-        } else if a.matches(1, "trackinginfo") && n == 2 {
-            trackingInfo(&c)
-        } else if a.matches(1, "help") && n == 2 {
-            help(&c, "CLIENT", [
-                "ID", "    Return the ID of the current connection.",
-                "GETNAME", "    Return the name of the current connection.",
-                "SETNAME <name>", "    Assign the name <name> to the current connection.",
-                "INFO", "    Return information about the current client connection.",
-                "LIST [TYPE <normal|master|replica|pubsub>] [ID <id> [<id> ...]]",
-                "    Return information about client connections.",
-                "KILL <ip:port>", "    Kill connection made from <ip:port>.",
-                "KILL <option> <value> [<option> <value> [...]]",
-                "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
-                "    TYPE <normal|master|replica|pubsub>, USER <username>, SKIPME (YES|NO), MAXAGE <seconds>.",
-                "UNPAUSE", "    Stop the current client pause, resuming traffic.",
-                "PAUSE <timeout> [WRITE|ALL]",
-                "    Suspend all, or just write, clients for <timeout> milliseconds.",
-                "UNBLOCK <clientid> [TIMEOUT|ERROR]", "    Unblock the specified blocked client.",
-                "REPLY (ON|OFF|SKIP)",
-                "    Control the replies sent to the current connection.",
-                "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
-                "NO-TOUCH (ON|OFF)", "    Do not change the last access time of keys read by this client.",
-                "CACHING (YES|NO)",
-                "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
-                "GETREDIR", "    Return the client ID we are redirecting to when tracking is enabled.",
-                "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
-                "         [OPTIN] [OPTOUT] [NOLOOP]",
-                "    Control server assisted client side caching.",
-                "TRACKINGINFO", "    Report tracking status for the current connection.",
-            ])
+        } else if a.matches(2, "off") {
+            c.session.replyOff = true
+        } else if a.matches(2, "skip") {
+            if !c.session.replyOff { c.session.replySkipNext = true }
         } else {
-            subcommandError(&c)
+            c.error(ReplyError.syntax)
         }
     }
 
-    /// `ERR unknown subcommand` or the subcommand's arity error, as Redis chooses between them.
-    static func subcommandError(_ c: inout CommandContext) {
-        let command = c.commandName
-        let sub = c.arguments.string(1).lowercased()
-        let known: [String: [String]] = [
-            "client": [
-                "id", "setname", "getname", "info", "list", "kill", "no-evict", "no-touch", "help", "setinfo", "tracking",
-                "caching", "getredir", "trackinginfo", "reply", "pause", "unpause", "unblock",
-            ],
-            "pubsub": ["channels", "numsub", "numpat", "help"],
-            "config": ["get", "set", "resetstat", "rewrite", "help"],
-            "command": ["count", "info", "docs", "list", "getkeys", "getkeysandflags", "help"],
-            "object": ["encoding", "freq", "idletime", "refcount", "help"],
-            "memory": ["usage", "doctor", "malloc-stats", "purge", "stats", "help"],
-            "slowlog": ["get", "len", "reset", "help"],
-            "latency": ["doctor", "reset", "latest", "history", "histogram", "help"],
-            "cluster": ["addslots", "addslotsrange", "bumpepoch", "count-failure-reports", "countkeysinslot", "delslots", "delslotsrange", "failover", "flushslots", "forget", "getkeysinslot", "help", "info", "keyslot", "links", "meet", "myid", "nodes", "replicas", "replicate", "reset", "saveconfig", "set-config-epoch", "setslot", "shards", "slaves", "slots"],
-            "acl": [
-                "cat", "deluser", "dryrun", "genpass", "getuser", "list", "load", "log", "save", "setuser", "users",
-                "whoami", "help",
-            ],
-        ]
-        if known[command]?.contains(sub) == true {
-            c.error(ReplyError.wrongArity("\(command)|\(sub)"))
-        } else {
-            c.reply.writeRESPError(bytes: ReplyError.unknownSubcommand(c.arguments[1], of: command))
-        }
+    /// CLIENT SETINFO: accepted (Redis 7.2's, sent by newer clients), and nothing kept.
+    static func clientSetInfo(_ c: inout CommandContext) {
+        c.ok()
+    }
+
+    static func clientGetRedirect(_ c: inout CommandContext) {
+        c.integer(c.session.tracking?.redirect ?? -1)
+    }
+
+    static func clientHelp(_ c: inout CommandContext) {
+        help(&c, "CLIENT", [
+            "ID", "    Return the ID of the current connection.",
+            "GETNAME", "    Return the name of the current connection.",
+            "SETNAME <name>", "    Assign the name <name> to the current connection.",
+            "INFO", "    Return information about the current client connection.",
+            "LIST [TYPE <normal|master|replica|pubsub>] [ID <id> [<id> ...]]",
+            "    Return information about client connections.",
+            "KILL <ip:port>", "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
+            "    TYPE <normal|master|replica|pubsub>, USER <username>, SKIPME (YES|NO), MAXAGE <seconds>.",
+            "UNPAUSE", "    Stop the current client pause, resuming traffic.",
+            "PAUSE <timeout> [WRITE|ALL]",
+            "    Suspend all, or just write, clients for <timeout> milliseconds.",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]", "    Unblock the specified blocked client.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
+            "NO-EVICT (ON|OFF)", "    Protect current client connection from eviction.",
+            "NO-TOUCH (ON|OFF)", "    Do not change the last access time of keys read by this client.",
+            "CACHING (YES|NO)",
+            "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+            "GETREDIR", "    Return the client ID we are redirecting to when tracking is enabled.",
+            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+            "         [OPTIN] [OPTOUT] [NOLOOP]",
+            "    Control server assisted client side caching.",
+            "TRACKINGINFO", "    Report tracking status for the current connection.",
+        ])
     }
 
     /// Replies with HELP text: the command's name line, the given lines, and the HELP line.

@@ -14,29 +14,36 @@ import Musl
 enum IntrospectionCommands {
     // MARK: OBJECT
 
-    static func object(_ c: inout CommandContext) {
+    static func objectHelp(_ c: inout CommandContext) {
+        ConnectionCommands.help(&c, "OBJECT", [
+            "ENCODING <key>",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
+            "FREQ <key>",
+            "    Return the access frequency index of the <key>. The returned integer is",
+            "    proportional to the logarithm of the recent access frequency of the key.",
+            "IDLETIME <key>",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified",
+            "    <key>.",
+        ])
+    }
+
+    /// What OBJECT tells of a key: its subcommands.
+    enum ObjectField {
+        case encoding, frequency, idleTime, references
+    }
+
+    static func objectEncoding(_ c: inout CommandContext) { object(&c, .encoding) }
+    static func objectFrequency(_ c: inout CommandContext) { object(&c, .frequency) }
+    static func objectIdleTime(_ c: inout CommandContext) { object(&c, .idleTime) }
+    static func objectReferences(_ c: inout CommandContext) { object(&c, .references) }
+
+    static func object(_ c: inout CommandContext, _ field: ObjectField) {
         let a = c.arguments
-        if a.matches(1, "help") && a.count == 2 {
-            return ConnectionCommands.help(&c, "OBJECT", [
-                "ENCODING <key>",
-                "    Return the kind of internal representation used in order to store the value",
-                "    associated with a <key>.",
-                "FREQ <key>",
-                "    Return the access frequency index of the <key>. The returned integer is",
-                "    proportional to the logarithm of the recent access frequency of the key.",
-                "IDLETIME <key>",
-                "    Return the idle time of the <key>, that is the approximated number of",
-                "    seconds elapsed since the last access to the key.",
-                "REFCOUNT <key>",
-                "    Return the number of references of the value associated with the specified",
-                "    <key>.",
-            ])
-        }
-        let encoding = a.matches(1, "encoding"), frequency = a.matches(1, "freq")
-        let idle = a.matches(1, "idletime"), references = a.matches(1, "refcount")
-        guard a.count == 3 && (encoding || frequency || idle || references) else {
-            return ConnectionCommands.subcommandError(&c)
-        }
+        let encoding = field == .encoding, frequency = field == .frequency, references = field == .references
         let policy = c.server.keyspace.budget.policy
         let key = a[2]
         let hash = c.hash(2)
@@ -109,100 +116,106 @@ enum IntrospectionCommands {
 
     // MARK: SLOWLOG
 
-    static func slowlog(_ c: inout CommandContext) {
+    /// SLOWLOG GET [count]
+    static func slowlogGet(_ c: inout CommandContext) {
         let a = c.arguments
-        if a.matches(1, "get") && a.count <= 3 {
-            var count: Int? = 10
-            if a.count == 3 {
-                guard let n = RESPInteger.parse(a[2]), n >= -1 else {
-                    return c.error("ERR count should be greater than or equal to -1")
-                }
-                count = n == -1 ? nil : n
+        // Its arity lets more arguments through than it takes.
+        guard a.count <= 3 else { return c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: "slowlog")) }
+        var count: Int? = 10
+        if a.count == 3 {
+            guard let n = RESPInteger.parse(a[2]), n >= -1 else {
+                return c.error("ERR count should be greater than or equal to -1")
             }
-            let entries = c.server.slowLog.newest(count)
-            c.arrayHeader(entries.count)
-            for entry in entries {
-                c.arrayHeader(6)
-                c.integer(entry.id)
-                c.integer(entry.time)
-                c.integer(entry.microseconds)
-                c.arrayHeader(entry.arguments.count)
-                for argument in entry.arguments { argument.withUnsafeBytes { c.bulk($0) } }
-                c.bulk(entry.client)
-                c.bulk(entry.name)
-            }
-        } else if a.matches(1, "get") {
-            c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: "slowlog"))
-        } else if a.matches(1, "len") && a.count == 2 {
-            c.integer(c.server.slowLog.count)
-        } else if a.matches(1, "reset") && a.count == 2 {
-            c.server.slowLog.reset()
-            c.ok()
-        } else if a.matches(1, "help") && a.count == 2 {
-            ConnectionCommands.help(&c, "SLOWLOG", [
-                "GET [<count>]",
-                "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
-                "    Entries are made of:",
-                "    id, timestamp, time in microseconds, arguments array, client IP and port,",
-                "    client name",
-                "LEN",
-                "    Return the length of the slowlog.",
-                "RESET",
-                "    Reset the slowlog.",
-            ])
-        } else {
-            ConnectionCommands.subcommandError(&c)
+            count = n == -1 ? nil : n
         }
+        let entries = c.server.slowLog.newest(count)
+        c.arrayHeader(entries.count)
+        for entry in entries {
+            c.arrayHeader(6)
+            c.integer(entry.id)
+            c.integer(entry.time)
+            c.integer(entry.microseconds)
+            c.arrayHeader(entry.arguments.count)
+            for argument in entry.arguments { argument.withUnsafeBytes { c.bulk($0) } }
+            c.bulk(entry.client)
+            c.bulk(entry.name)
+        }
+    }
+
+    static func slowlogLength(_ c: inout CommandContext) {
+        c.integer(c.server.slowLog.count)
+    }
+
+    static func slowlogReset(_ c: inout CommandContext) {
+        c.server.slowLog.reset()
+        c.ok()
+    }
+
+    static func slowlogHelp(_ c: inout CommandContext) {
+        ConnectionCommands.help(&c, "SLOWLOG", [
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "    Entries are made of:",
+            "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+            "    client name",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
+        ])
     }
 
     // MARK: LATENCY
 
-    static func latency(_ c: inout CommandContext) {
-        let a = c.arguments
-        let monitor = c.server.latency
-        if a.matches(1, "latest") && a.count == 2 {
-            let events = monitor.all
-            c.arrayHeader(events.count)
-            for (event, series) in events {
-                let last = series.samples.last ?? LatencyMonitor.Sample(time: 0, milliseconds: 0)
-                c.arrayHeader(4)
-                c.bulk(event)
-                c.integer(last.time)
-                c.integer(last.milliseconds)
-                c.integer(series.worst)
-            }
-        } else if a.matches(1, "history") && a.count == 3 {
-            let samples = monitor.series(a.string(2))?.samples ?? []
-            c.arrayHeader(samples.count)
-            for sample in samples {
-                c.arrayHeader(2)
-                c.integer(sample.time)
-                c.integer(sample.milliseconds)
-            }
-        } else if a.matches(1, "reset") {
-            c.integer(monitor.reset((2..<max(2, a.count)).map { a.string($0) }))
-        } else if a.matches(1, "histogram") {
-            latencyHistogram(&c)
-        } else if a.matches(1, "doctor") && a.count == 2 {
-            c.reply.writeRESPVerbatim(latencyReport(c.server), c.version)
-        } else if a.matches(1, "help") && a.count == 2 {
-            ConnectionCommands.help(&c, "LATENCY", [
-                "DOCTOR",
-                "    Return a human readable latency analysis report.",
-                "HISTORY <event>",
-                "    Return time-latency samples for the <event> class.",
-                "LATEST",
-                "    Return the latest latency samples for all events.",
-                "RESET [<event> ...]",
-                "    Reset latency data of one or more <event> classes.",
-                "    (default: reset all data for all event classes)",
-                "HISTOGRAM [COMMAND ...]",
-                "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
-                "    If no commands are specified then all histograms are replied.",
-            ])
-        } else {
-            ConnectionCommands.subcommandError(&c)
+    static func latencyLatest(_ c: inout CommandContext) {
+        let events = c.server.latency.all
+        c.arrayHeader(events.count)
+        for (event, series) in events {
+            let last = series.samples.last ?? LatencyMonitor.Sample(time: 0, milliseconds: 0)
+            c.arrayHeader(4)
+            c.bulk(event)
+            c.integer(last.time)
+            c.integer(last.milliseconds)
+            c.integer(series.worst)
         }
+    }
+
+    /// LATENCY HISTORY event
+    static func latencyHistory(_ c: inout CommandContext) {
+        let samples = c.server.latency.series(c.arguments.string(2))?.samples ?? []
+        c.arrayHeader(samples.count)
+        for sample in samples {
+            c.arrayHeader(2)
+            c.integer(sample.time)
+            c.integer(sample.milliseconds)
+        }
+    }
+
+    /// LATENCY RESET [event ...]: the number of events reset.
+    static func latencyReset(_ c: inout CommandContext) {
+        let a = c.arguments
+        c.integer(c.server.latency.reset((2..<a.count).map { a.string($0) }))
+    }
+
+    static func latencyDoctor(_ c: inout CommandContext) {
+        c.reply.writeRESPVerbatim(latencyReport(c.server), c.version)
+    }
+
+    static func latencyHelp(_ c: inout CommandContext) {
+        ConnectionCommands.help(&c, "LATENCY", [
+            "DOCTOR",
+            "    Return a human readable latency analysis report.",
+            "HISTORY <event>",
+            "    Return time-latency samples for the <event> class.",
+            "LATEST",
+            "    Return the latest latency samples for all events.",
+            "RESET [<event> ...]",
+            "    Reset latency data of one or more <event> classes.",
+            "    (default: reset all data for all event classes)",
+            "HISTOGRAM [COMMAND ...]",
+            "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+            "    If no commands are specified then all histograms are replied.",
+        ])
     }
 
     /// LATENCY HISTOGRAM [command ...]: for each command with timed calls (all of them, or those named, with the
@@ -277,36 +290,33 @@ enum IntrospectionCommands {
 
     // MARK: MEMORY
 
-    static func memory(_ c: inout CommandContext) {
-        let a = c.arguments
-        if a.matches(1, "usage") && a.count >= 3 {
-            usage(&c)
-        } else if a.matches(1, "doctor") && a.count == 2 {
-            c.reply.writeRESPVerbatim(doctor(c.server), c.version)
-        } else if a.matches(1, "malloc-stats") && a.count == 2 {
-            c.reply.writeRESPVerbatim(allocatorReport(), c.version)
-        } else if a.matches(1, "purge") && a.count == 2 {
-            EntryMemory.purgeAll()
-            c.ok()
-        } else if a.matches(1, "stats") && a.count == 2 {
-            memoryStats(&c)
-        } else if a.matches(1, "help") && a.count == 2 {
-            ConnectionCommands.help(&c, "MEMORY", [
-                "DOCTOR",
-                "    Return memory problems reports.",
-                "MALLOC-STATS",
-                "    Return internal statistics report from the memory allocator.",
-                "PURGE",
-                "    Attempt to purge dirty pages for reclamation by the allocator.",
-                "STATS",
-                "    Return information about the memory usage of the server.",
-                "USAGE <key> [SAMPLES <count>]",
-                "    Return memory in bytes used by <key> and its value. Nested values are",
-                "    sampled up to <count> times (default: 5, 0 means sample all).",
-            ])
-        } else {
-            ConnectionCommands.subcommandError(&c)
-        }
+    static func memoryDoctor(_ c: inout CommandContext) {
+        c.reply.writeRESPVerbatim(doctor(c.server), c.version)
+    }
+
+    static func memoryMallocStats(_ c: inout CommandContext) {
+        c.reply.writeRESPVerbatim(allocatorReport(), c.version)
+    }
+
+    static func memoryPurge(_ c: inout CommandContext) {
+        EntryMemory.purgeAll()
+        c.ok()
+    }
+
+    static func memoryHelp(_ c: inout CommandContext) {
+        ConnectionCommands.help(&c, "MEMORY", [
+            "DOCTOR",
+            "    Return memory problems reports.",
+            "MALLOC-STATS",
+            "    Return internal statistics report from the memory allocator.",
+            "PURGE",
+            "    Attempt to purge dirty pages for reclamation by the allocator.",
+            "STATS",
+            "    Return information about the memory usage of the server.",
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value. Nested values are",
+            "    sampled up to <count> times (default: 5, 0 means sample all).",
+        ])
     }
 
     /// MEMORY STATS: Redis's breakdown of the memory in use, from this server's figures: the heap at start,
@@ -396,7 +406,7 @@ enum IntrospectionCommands {
     /// MEMORY USAGE key [SAMPLES count]: the bytes the key takes: its entry (key, value, lengths and expiry in
     /// one block, at the allocator's size class) and its slot in the table. SAMPLES is accepted, as values
     /// here have no parts to sample.
-    private static func usage(_ c: inout CommandContext) {
+    static func memoryUsage(_ c: inout CommandContext) {
         let a = c.arguments
         var j = 3
         while j < a.count {

@@ -198,4 +198,24 @@ enum MigrateCommand {
         }
         return [3]
     }
+
+    /// MIGRATE's secrets: the password of its AUTH option, the user name and password of AUTH2 (options after
+    /// KEYS are keys).
+    static func secrets(_ arguments: Arguments) -> Set<Int> {
+        var secrets: Set<Int> = []
+        var j = 6
+        while j < arguments.count {
+            if arguments.matches(j, "auth") && j + 1 < arguments.count {
+                secrets.insert(j + 1)
+                j += 1
+            } else if arguments.matches(j, "auth2") && j + 2 < arguments.count {
+                secrets.formUnion([j + 1, j + 2])
+                j += 2
+            } else if arguments.matches(j, "keys") {
+                break
+            }
+            j += 1
+        }
+        return secrets
+    }
 }

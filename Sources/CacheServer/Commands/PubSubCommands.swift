@@ -73,33 +73,39 @@ package enum PubSubCommands {
         c.integer(receivers)
     }
 
-    static func pubsub(_ c: inout CommandContext) {
+    /// PUBSUB CHANNELS [pattern]
+    static func channels(_ c: inout CommandContext) {
         let a = c.arguments
-        if a.matches(1, "channels") && a.count > 3 {
-            c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: "pubsub"))
-        } else if a.matches(1, "channels") {
-            let names = c.server.pubsub.activeChannels(matching: a.count == 3 ? a.bytes(2) : nil)
-            c.arrayHeader(names.count)
-            for name in names { c.reply.writeRESPBulkString(name) }
-        } else if a.matches(1, "numsub") {
-            c.arrayHeader((a.count - 2) * 2)
-            for i in 2..<max(2, a.count) {
-                c.bulk(a[i])
-                c.integer(c.server.pubsub.subscriberCount(a.bytes(i)))
-            }
-        } else if a.matches(1, "numpat") && a.count == 2 {
-            c.integer(c.server.pubsub.counts.patterns)
-        } else if a.matches(1, "help") && a.count == 2 {
-            ConnectionCommands.help(&c, "PUBSUB", [
-                "CHANNELS [<pattern>]",
-                "    Return the currently active channels matching a <pattern> (default: '*').",
-                "NUMPAT", "    Return number of subscriptions to patterns.",
-                "NUMSUB [<channel> ...]",
-                "    Return the number of subscribers for the specified channels, excluding",
-                "    pattern subscriptions(default: no channels).",
-            ])
-        } else {
-            ConnectionCommands.subcommandError(&c)
+        // Its arity lets more arguments through than it takes.
+        guard a.count <= 3 else { return c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: "pubsub")) }
+        let names = c.server.pubsub.activeChannels(matching: a.count == 3 ? a.bytes(2) : nil)
+        c.arrayHeader(names.count)
+        for name in names { c.reply.writeRESPBulkString(name) }
+    }
+
+    /// PUBSUB NUMSUB [channel ...]
+    static func numberOfSubscribers(_ c: inout CommandContext) {
+        let a = c.arguments
+        c.arrayHeader((a.count - 2) * 2)
+        for i in 2..<a.count {
+            c.bulk(a[i])
+            c.integer(c.server.pubsub.subscriberCount(a.bytes(i)))
         }
+    }
+
+    /// PUBSUB NUMPAT
+    static func numberOfPatterns(_ c: inout CommandContext) {
+        c.integer(c.server.pubsub.counts.patterns)
+    }
+
+    static func help(_ c: inout CommandContext) {
+        ConnectionCommands.help(&c, "PUBSUB", [
+            "CHANNELS [<pattern>]",
+            "    Return the currently active channels matching a <pattern> (default: '*').",
+            "NUMPAT", "    Return number of subscriptions to patterns.",
+            "NUMSUB [<channel> ...]",
+            "    Return the number of subscribers for the specified channels, excluding",
+            "    pattern subscriptions(default: no channels).",
+        ])
     }
 }

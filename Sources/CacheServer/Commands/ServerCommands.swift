@@ -465,75 +465,90 @@ package enum ServerCommands {
 
     // MARK: COMMAND
 
+    /// COMMAND (no subcommand), and COMMAND INFO without names: every command's details.
     static func command(_ c: inout CommandContext) {
+        let table = c.server.commands.commands
+        c.arrayHeader(table.count)
+        for spec in table { writeInfo(&c, spec) }
+    }
+
+    static func commandCount(_ c: inout CommandContext) {
+        c.integer(c.server.commands.commands.count)
+    }
+
+    /// COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]
+    static func commandList(_ c: inout CommandContext) {
         let a = c.arguments
         let table = c.server.commands.commands
-        if a.count == 1 {
-            c.arrayHeader(table.count)
-            for spec in table { writeInfo(&c, spec) }
-        } else if a.matches(1, "count") && a.count == 2 {
-            c.integer(table.count)
-        } else if a.matches(1, "list") {
-            // FILTERBY is accepted only in its simplest form.
-            if a.count > 2 && !(a.count == 5 && a.matches(2, "filterby")) { return c.error(ReplyError.syntax) }
-            // As Redis 7.0 does, the list names subcommands too, as `container|subcommand`.
-            let specs = table.flatMap { spec in
-                [(spec.name, spec)] + spec.listedSubcommands.map { ("\(spec.name)|\($0.name)", $0) }
-            }
-            var names = specs.map(\.0)
-            if a.count == 5 {
-                let value = a.string(4).lowercased()
-                if a.matches(3, "aclcat") {
-                    names = specs.filter { $0.1.categories.contains(value) }.map(\.0)
-                } else if a.matches(3, "pattern") {
-                    names = names.filter { Glob.matches(pattern: Array(value.utf8), subject: Array($0.utf8), caseInsensitive: true) }
-                } else if !a.matches(3, "module") {
-                    return c.error(ReplyError.syntax)
-                } else {
-                    names = []
-                }
-            }
-            c.arrayHeader(names.count)
-            for name in names { c.bulk(name) }
-        } else if a.matches(1, "info") {
-            if a.count == 2 {
-                c.arrayHeader(table.count)
-                for spec in table { writeInfo(&c, spec) }
-                return
-            }
-            c.arrayHeader(a.count - 2)
-            for j in 2..<a.count {
-                if let (spec, parent) = namedSpec(a.string(j), table) { writeInfo(&c, spec, parent: parent) } else { c.null() }
-            }
-        } else if a.matches(1, "docs") {
-            let specs = a.count == 2 ? table.map { ($0, nil) } : (2..<a.count).compactMap { namedSpec(a.string($0), table) }
-            c.reply.writeRESPMapHeader(specs.count, c.version)
-            for (spec, parent) in specs { writeDocs(&c, spec, parent: parent) }
-        } else if a.matches(1, "getkeys") && a.count >= 4 {
-            getKeys(&c, table, withFlags: false)
-        } else if a.matches(1, "getkeysandflags") && a.count >= 4 {
-            getKeys(&c, table, withFlags: true)
-        } else if a.matches(1, "help") && a.count == 2 {
-            ConnectionCommands.help(&c, "COMMAND", [
-                "(no subcommand)", "    Return details about all Redis commands.",
-                "COUNT", "    Return the total number of commands in this Redis server.",
-                "LIST", "    Return a list of all commands in this Redis server.",
-                "INFO [<command-name> ...]",
-                "    Return details about multiple Redis commands.",
-                "    If no command names are given, documentation details for all",
-                "    commands are returned.",
-                "DOCS [<command-name> ...]",
-                "    Return documentation details about multiple Redis commands.",
-                "    If no command names are given, documentation details for all",
-                "    commands are returned.",
-                "GETKEYS <full-command>",
-                "    Return the keys from a full Redis command.",
-                "GETKEYSANDFLAGS <full-command>",
-                "    Return the keys and the access flags from a full Redis command.",
-            ])
-        } else {
-            ConnectionCommands.subcommandError(&c)
+        // FILTERBY is accepted only in its simplest form.
+        if a.count > 2 && !(a.count == 5 && a.matches(2, "filterby")) { return c.error(ReplyError.syntax) }
+        // As Redis 7.0 does, the list names subcommands too, as `container|subcommand`.
+        let specs = table.flatMap { spec in
+            [(spec.name, spec)] + spec.listedSubcommands.map { ("\(spec.name)|\($0.name)", $0) }
         }
+        var names = specs.map(\.0)
+        if a.count == 5 {
+            let value = a.string(4).lowercased()
+            if a.matches(3, "aclcat") {
+                names = specs.filter { $0.1.categories.contains(value) }.map(\.0)
+            } else if a.matches(3, "pattern") {
+                names = names.filter { Glob.matches(pattern: Array(value.utf8), subject: Array($0.utf8), caseInsensitive: true) }
+            } else if !a.matches(3, "module") {
+                return c.error(ReplyError.syntax)
+            } else {
+                names = []
+            }
+        }
+        c.arrayHeader(names.count)
+        for name in names { c.bulk(name) }
+    }
+
+    /// COMMAND INFO [command ...]
+    static func commandInfo(_ c: inout CommandContext) {
+        let a = c.arguments
+        guard a.count > 2 else { return command(&c) }
+        let table = c.server.commands.commands
+        c.arrayHeader(a.count - 2)
+        for j in 2..<a.count {
+            if let (spec, parent) = namedSpec(a.string(j), table) { writeInfo(&c, spec, parent: parent) } else { c.null() }
+        }
+    }
+
+    /// COMMAND DOCS [command ...]
+    static func commandDocs(_ c: inout CommandContext) {
+        let a = c.arguments
+        let table = c.server.commands.commands
+        let specs = a.count == 2 ? table.map { ($0, nil) } : (2..<a.count).compactMap { namedSpec(a.string($0), table) }
+        c.reply.writeRESPMapHeader(specs.count, c.version)
+        for (spec, parent) in specs { writeDocs(&c, spec, parent: parent) }
+    }
+
+    static func commandGetKeys(_ c: inout CommandContext) {
+        getKeys(&c, c.server.commands.commands, withFlags: false)
+    }
+
+    static func commandGetKeysAndFlags(_ c: inout CommandContext) {
+        getKeys(&c, c.server.commands.commands, withFlags: true)
+    }
+
+    static func commandHelp(_ c: inout CommandContext) {
+        ConnectionCommands.help(&c, "COMMAND", [
+            "(no subcommand)", "    Return details about all Redis commands.",
+            "COUNT", "    Return the total number of commands in this Redis server.",
+            "LIST", "    Return a list of all commands in this Redis server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full Redis command.",
+            "GETKEYSANDFLAGS <full-command>",
+            "    Return the keys and the access flags from a full Redis command.",
+        ])
     }
 
     /// The spec COMMAND INFO and DOCS mean by `name`: a command, or a subcommand as `container|subcommand`
@@ -571,8 +586,8 @@ package enum ServerCommands {
         let last = spec.lastKey < 0 ? argc + spec.lastKey : spec.lastKey
         guard spec.firstKey <= last, last < argc else { return c.error("ERR Invalid arguments specified for command") }
         var positions = Array(stride(from: spec.firstKey, through: last, by: max(1, spec.keyStep)))
-        if spec.originalName == "migrate" {
-            guard let found = MigrateCommand.keyPositions(a, offset: 2, count: argc) else {
+        if case .movable(let find)? = spec.variableKeys {
+            guard let found = find(a, 2, argc) else {
                 return c.error("ERR Invalid arguments specified for command")
             }
             positions = found

@@ -24,16 +24,7 @@ enum StandaloneCommands {
         c.error("ERR REPLICAOF is not supported: this server does not replicate (REPLICAOF NO ONE is accepted)")
     }
 
-    /// CLUSTER subcommand ...: every known subcommand, HELP included, gets Redis's cluster-disabled error.
-    static func cluster(_ c: inout CommandContext) {
-        let spec = c.server.commands.commands[c.server.commands.lookup(c.arguments[0])!]
-        guard let sub = spec.subcommandIndex(named: c.arguments[1]),
-            spec.subcommands[sub].acceptsArgumentCount(c.arguments.count)
-        else { return ConnectionCommands.subcommandError(&c) }
-        c.error(clusterDisabled)
-    }
-
-    /// READONLY, READWRITE: for cluster replicas only.
+    /// READONLY, READWRITE, and every CLUSTER subcommand (HELP included): for cluster nodes only.
     static func clusterOnly(_ c: inout CommandContext) {
         c.error(clusterDisabled)
     }

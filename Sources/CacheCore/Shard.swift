@@ -66,8 +66,6 @@ public final class Shard: @unchecked Sendable {
     /// Counts a read that did not find its key (see ``countHit()``).
     package func countMiss() { misses &+= 1 }
 
-    /// Counts a read as a hit or a miss.
-    package func countLookup(found: Bool) { if found { hits &+= 1 } else { misses &+= 1 } }
     /// Changes to this shard's keys since it was created: every insert, overwrite, TTL change and removal
     /// (including expiry) counts one. It only grows, and moves with neither SWAPDB nor FLUSHDB, so the
     /// snapshot scheduler can tell how many changes happened since a save by comparing sums.

@@ -170,6 +170,57 @@ struct ServerCommandsLiveTests {
         #expect(try stat(connection, "keyspace_misses") == 3 + 5 + 2 + 2)
     }
 
+    /// Commands that look keys up, in order: each one's effect on keyspace_hits and keyspace_misses is compared
+    /// with Redis's. Reads of present and missing keys, writes that also read (GETSET, SET ... GET), writes,
+    /// multi-key commands, and lookups that do not count (MEMORY USAGE, the bitmap writes).
+    static let lookups: [[String]] = [
+        ["SET", "here", "abc"], ["GET", "here"], ["GET", "missing"], ["MGET", "here", "missing", "here"],
+        ["STRLEN", "here"], ["STRLEN", "missing"], ["GETRANGE", "here", "0", "-1"], ["GETRANGE", "missing", "0", "1"],
+        ["GETEX", "here"], ["GETEX", "missing"], ["GETEX", "here", "PERSIST"], ["GETEX", "here", "EX", "x"],
+        ["SET", "gone", "1"], ["GETDEL", "gone"], ["GETDEL", "gone"], ["GETSET", "here", "abcd"],
+        ["GETSET", "new1", "1"], ["SET", "here", "abcde", "GET"], ["SET", "new2", "1", "GET"],
+        ["SET", "here", "x", "NX", "GET"], ["SET", "new3", "x", "XX", "GET"], ["SETNX", "here", "x"],
+        ["SET", "here", "abc", "XX"], ["EXISTS", "here", "missing", "here"], ["TOUCH", "here", "missing"],
+        ["TYPE", "here"], ["TYPE", "missing"], ["TTL", "here"], ["PTTL", "missing"], ["EXPIRETIME", "here"],
+        ["PEXPIRETIME", "missing"], ["EXPIRE", "here", "100"], ["EXPIRE", "missing", "100"], ["PERSIST", "here"],
+        ["PERSIST", "missing"], ["DUMP", "here"], ["DUMP", "missing"], ["COPY", "here", "copied"],
+        ["COPY", "missing", "copied2"], ["COPY", "here", "copied"], ["RENAME", "copied", "renamed"],
+        ["RENAMENX", "renamed", "here"], ["MOVE", "renamed", "1"], ["OBJECT", "ENCODING", "here"],
+        ["OBJECT", "FREQ", "here"], ["OBJECT", "IDLETIME", "missing"], ["MEMORY", "USAGE", "here"],
+        ["MEMORY", "USAGE", "missing"], ["GETBIT", "here", "3"], ["GETBIT", "missing", "3"],
+        ["SETBIT", "bits", "9", "1"], ["SETBIT", "bits", "1", "1"], ["BITCOUNT", "here"], ["BITCOUNT", "missing"],
+        ["BITPOS", "here", "1"], ["BITPOS", "missing", "0"], ["BITOP", "AND", "dest", "here", "missing", "bits"],
+        ["BITFIELD", "here", "GET", "u8", "0"], ["BITFIELD", "missing", "GET", "u8", "0"],
+        ["BITFIELD_RO", "bits", "GET", "u8", "0"], ["BITFIELD", "bits", "SET", "u8", "0", "1"],
+        ["LCS", "here", "missing"], ["LCS", "here", "bits"], ["APPEND", "here", "x"], ["APPEND", "new4", "x"],
+        ["SETRANGE", "here", "1", "y"], ["INCR", "counter"], ["INCRBY", "counter", "2"],
+        ["INCRBYFLOAT", "float", "1.5"], ["MSET", "a", "1", "b", "2"], ["MSETNX", "a", "1", "c", "3"],
+        ["DEL", "missing", "a"], ["GET", "here"],
+    ]
+
+    @Test("every command that looks a key up counts keyspace hits and misses as Redis does")
+    func hitsAndMissesPerCommand() throws {
+        /// The hits and misses each command of ``lookups`` added, on a fresh server of `kind`.
+        func counts(_ kind: ServerProcess.Kind) throws -> [[Int]] {
+            let server = try ServerProcess.start(kind)
+            defer { server.stop() }
+            let connection = try server.connect()
+            var last = [0, 0]
+            return try Self.lookups.map { command in
+                try connection.command(command)
+                let now = [try stat(connection, "keyspace_hits"), try stat(connection, "keyspace_misses")]
+                defer { last = now }
+                return [now[0] - last[0], now[1] - last[1]]
+            }
+        }
+        let redis = try counts(.redis)
+        let cached = try counts(.cached)
+        #expect(redis.contains([1, 0]) && redis.contains([0, 1]) && redis.contains([0, 0]))
+        for (i, command) in Self.lookups.enumerated() {
+            #expect(cached[i] == redis[i], "[hits, misses] of \(command.joined(separator: " "))")
+        }
+    }
+
     @Test("expired_keys counts a key that expired", arguments: kinds)
     func expiredKeys(_ kind: ServerProcess.Kind) throws {
         let server = try ServerProcess.start(kind)

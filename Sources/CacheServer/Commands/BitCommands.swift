@@ -30,67 +30,57 @@ enum BitCommands {
             return c.error("ERR bit is not an integer or out of range")
         }
         let key = c.arguments[1]
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        defer { shard.lock.unlock() }
         let byte = offset >> 3
         let mask: UInt8 = 0x80 >> UInt8(offset & 7)
-        var grew = false
-        let value: UnsafeMutableRawBufferPointer
-        if let index = shard.lookup(key, hash: hash, now: c.now) {
-            let count = shard.entry(at: index).value.count
-            if byte < count {
-                shard.noteAccess(index, now: c.now)
-                value = shard.entry(at: index).mutableValue
-            } else {
-                guard let grown = shard.growValue(at: index, hash: hash, to: byte + 1) else {
-                    return c.error(ReplyError.outOfMemory)
+        c.withKeyForWrite(1) { c, shard, hash, existing in
+            var grew = false
+            let value: UnsafeMutableRawBufferPointer
+            if let index = existing {
+                let count = shard.entry(at: index).value.count
+                if byte < count {
+                    shard.noteAccess(index, now: c.now)
+                    value = shard.entry(at: index).mutableValue
+                } else {
+                    guard let grown = shard.growValue(at: index, hash: hash, to: byte + 1) else {
+                        return c.error(ReplyError.outOfMemory)
+                    }
+                    grown.baseAddress!.advanced(by: count).initializeMemory(as: UInt8.self, repeating: 0, count: byte + 1 - count)
+                    value = grown
+                    grew = true
                 }
-                grown.baseAddress!.advanced(by: count).initializeMemory(as: UInt8.self, repeating: 0, count: byte + 1 - count)
-                value = grown
+                // As Redis: a bitmap written by SETBIT is a `raw` string.
+                shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
+            } else {
+                let stored = shard.insertValue(key, hash: hash, count: byte + 1) { out in
+                    out.baseAddress!.initializeMemory(as: UInt8.self, repeating: 0, count: out.count)
+                }
+                guard stored, let index = shard.find(key, hash: hash) else { return c.error(ReplyError.outOfMemory) }
+                shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
+                value = shard.entry(at: index).mutableValue
                 grew = true
+                c.keyCreated(1)
             }
-            // As Redis: a bitmap written by SETBIT is a `raw` string.
-            shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
-        } else {
-            let stored = shard.insertValue(key, hash: hash, count: byte + 1) { out in
-                out.baseAddress!.initializeMemory(as: UInt8.self, repeating: 0, count: out.count)
+            let previous = value[byte] & mask != 0
+            if on == 1 { value[byte] |= mask } else { value[byte] &= ~mask }
+            // As Redis: a write that changes nothing (the bit already so, no growth) is not a modification.
+            if grew || previous != (on == 1) {
+                if !grew { shard.countChange() }
+                c.keyModified(1)
+                c.notify(.string, "setbit", key: 1)
             }
-            guard stored, let index = shard.find(key, hash: hash) else { return c.error(ReplyError.outOfMemory) }
-            shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
-            value = shard.entry(at: index).mutableValue
-            grew = true
-            c.keyCreated(1)
+            c.integer(previous ? 1 : 0)
         }
-        let previous = value[byte] & mask != 0
-        if on == 1 { value[byte] |= mask } else { value[byte] &= ~mask }
-        // As Redis: a write that changes nothing (the bit already so, no growth) is not a modification.
-        if grew || previous != (on == 1) {
-            if !grew { shard.countChange() }
-            c.keyModified(1)
-            c.notify(.string, "setbit", key: 1)
-        }
-        c.integer(previous ? 1 : 0)
     }
 
-    /// Looks up the key in argument 1 for reading, under its shard's lock, as a read counts (a hit or a miss,
-    /// an access): calls `body` with its value, or answers `missing` when it does not exist.
+    /// Reads the key in argument 1 (an access): calls `body` with its value, or answers `missing` when it does
+    /// not exist.
     private static func reading(
         _ c: inout CommandContext, missing: Int, _ body: (inout CommandContext, UnsafeRawBufferPointer) -> Void
     ) {
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        defer { shard.lock.unlock() }
-        let found = shard.lookup(c.arguments[1], hash: hash, now: c.now)
-        shard.countLookup(found: found != nil)
-        guard let index = found else {
-            c.keyMissed(1)
-            return c.integer(missing)
+        c.withKeyForRead(1, .access) { c, shard, index in
+            guard let index else { return c.integer(missing) }
+            body(&c, shard.entry(at: index).value)
         }
-        c.accessed(shard, index)
-        body(&c, shard.entry(at: index).value)
     }
 
     /// GETBIT key offset: the bit, 0 past the end or for a missing key.
@@ -260,15 +250,11 @@ enum BitCommands {
         for i in 3..<a.count {
             let hash = c.hash(i)
             let shard = db.shard(for: hash)
-            let found = shard.lookup(a[i], hash: hash, now: c.now)
-            shard.countLookup(found: found != nil)
-            if let index = found {
-                c.accessed(shard, index)
+            if let index = c.lookUpForRead(i, in: shard, hash: hash, .access) {
                 let value = shard.entry(at: index).value
                 sources.append(value)
                 length = max(length, value.count)
             } else {
-                c.keyMissed(i)
                 sources.append(nil)
             }
         }
@@ -276,7 +262,7 @@ enum BitCommands {
         // stay where they are: entries do not move with their slots).
         let destinationHash = c.hash(2)
         let destinationShard = db.shard(for: destinationHash)
-        let existing = destinationShard.lookup(a[2], hash: destinationHash, now: c.now)
+        let existing = c.lookUpForWrite(2, in: destinationShard, hash: destinationHash)
         guard length > 0 else {
             if let existing {
                 destinationShard.remove(at: existing)

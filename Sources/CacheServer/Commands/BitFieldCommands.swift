@@ -43,77 +43,68 @@ enum BitFieldCommands {
         var bitsNeeded = 0
         for op in operations where op.kind != .get { bitsNeeded = max(bitsNeeded, op.offset + op.bits) }
         let key = c.arguments[1]
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        defer { shard.lock.unlock() }
-        guard bitsNeeded > 0 else {
-            // Only GETs: a read, which a missing key answers with zeros.
-            let found = shard.lookup(key, hash: hash, now: c.now)
-            shard.countLookup(found: found != nil)
-            var value = UnsafeRawBufferPointer(start: nil, count: 0)
-            if let index = found {
-                c.accessed(shard, index)
-                value = shard.entry(at: index).value
+        c.withKeyShard(1) { c, shard, hash in
+            guard bitsNeeded > 0 else {
+                // Only GETs: a read, which a missing key answers with zeros.
+                var value = UnsafeRawBufferPointer(start: nil, count: 0)
+                if let index = c.lookUpForRead(1, in: shard, hash: hash, .access) { value = shard.entry(at: index).value }
+                c.arrayHeader(operations.count)
+                for op in operations { c.integer(Int(read(value, op))) }
+                return
+            }
+            if readOnly { return c.error("ERR BITFIELD_RO only supports the GET subcommand") }
+            let bytesNeeded = (bitsNeeded - 1) >> 3 + 1  // (bitsNeeded + 7) >> 3 without overflow near Int.max
+            let value: UnsafeMutableRawBufferPointer
+            var grew = false
+            if let index = c.lookUpForWrite(1, in: shard, hash: hash) {
+                let count = shard.entry(at: index).value.count
+                if count >= bytesNeeded {
+                    shard.noteAccess(index, now: c.now)
+                    value = shard.entry(at: index).mutableValue
+                } else {
+                    guard let grown = shard.growValue(at: index, hash: hash, to: bytesNeeded) else {
+                        return c.error(ReplyError.outOfMemory)
+                    }
+                    (grown.baseAddress! + count).initializeMemory(as: UInt8.self, repeating: 0, count: bytesNeeded - count)
+                    value = grown
+                    grew = true
+                }
+                // As Redis: a string written by BITFIELD is a `raw` string.
+                shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
             } else {
-                c.keyMissed(1)
+                let stored = shard.insertValue(key, hash: hash, count: bytesNeeded) { out in
+                    out.baseAddress!.initializeMemory(as: UInt8.self, repeating: 0, count: out.count)
+                }
+                guard stored, let index = shard.find(key, hash: hash) else { return c.error(ReplyError.outOfMemory) }
+                shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
+                value = shard.entry(at: index).mutableValue
+                grew = true
+                c.keyCreated(1)
             }
             c.arrayHeader(operations.count)
-            for op in operations { c.integer(Int(read(value, op))) }
-            return
-        }
-        if readOnly { return c.error("ERR BITFIELD_RO only supports the GET subcommand") }
-        let bytesNeeded = (bitsNeeded - 1) >> 3 + 1  // (bitsNeeded + 7) >> 3 without overflow near Int.max
-        let value: UnsafeMutableRawBufferPointer
-        var grew = false
-        if let index = shard.lookup(key, hash: hash, now: c.now) {
-            let count = shard.entry(at: index).value.count
-            if count >= bytesNeeded {
-                shard.noteAccess(index, now: c.now)
-                value = shard.entry(at: index).mutableValue
-            } else {
-                guard let grown = shard.growValue(at: index, hash: hash, to: bytesNeeded) else {
-                    return c.error(ReplyError.outOfMemory)
+            // As Redis: a SET or INCRBY is a change of the key when it changed the field, or when the value was
+            // created or grown for the command; one refused by FAIL is not.
+            var changed = false
+            for op in operations {
+                let old = read(UnsafeRawBufferPointer(value), op)
+                guard op.kind != .get else {
+                    c.integer(Int(old))
+                    continue
                 }
-                (grown.baseAddress! + count).initializeMemory(as: UInt8.self, repeating: 0, count: bytesNeeded - count)
-                value = grown
-                grew = true
+                let wanted = op.kind == .set ? requested(op) : Int128(old) + Int128(op.value)
+                guard let stored = fit(wanted, op) else {
+                    c.null()
+                    continue
+                }
+                write(value, op, stored)
+                if grew || stored != old { changed = true }
+                c.integer(Int(op.kind == .set ? old : stored))
             }
-            // As Redis: a string written by BITFIELD is a `raw` string.
-            shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
-        } else {
-            let stored = shard.insertValue(key, hash: hash, count: bytesNeeded) { out in
-                out.baseAddress!.initializeMemory(as: UInt8.self, repeating: 0, count: out.count)
-            }
-            guard stored, let index = shard.find(key, hash: hash) else { return c.error(ReplyError.outOfMemory) }
-            shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
-            value = shard.entry(at: index).mutableValue
-            grew = true
-            c.keyCreated(1)
+            guard changed else { return }
+            if !grew { shard.countChange() }
+            c.keyModified(1)
+            c.notify(.string, "setbit", key: 1)
         }
-        c.arrayHeader(operations.count)
-        // As Redis: a SET or INCRBY is a change of the key when it changed the field, or when the value was
-        // created or grown for the command; one refused by FAIL is not.
-        var changed = false
-        for op in operations {
-            let old = read(UnsafeRawBufferPointer(value), op)
-            guard op.kind != .get else {
-                c.integer(Int(old))
-                continue
-            }
-            let wanted = op.kind == .set ? requested(op) : Int128(old) + Int128(op.value)
-            guard let stored = fit(wanted, op) else {
-                c.null()
-                continue
-            }
-            write(value, op, stored)
-            if grew || stored != old { changed = true }
-            c.integer(Int(op.kind == .set ? old : stored))
-        }
-        guard changed else { return }
-        if !grew { shard.countChange() }
-        c.keyModified(1)
-        c.notify(.string, "setbit", key: 1)
     }
 
     /// The subcommands after the key, or nil after replying with the first error, as Redis reads them: all of

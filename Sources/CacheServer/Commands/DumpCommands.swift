@@ -6,19 +6,8 @@ import RESP
 enum DumpCommands {
     /// DUMP key: the serialized value, or null when the key is missing.
     static func dump(_ c: inout CommandContext) {
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        let found = shard.lookup(c.arguments[1], hash: hash, now: c.now)
-        shard.countLookup(found: found != nil)
-        guard let index = found else {
-            c.keyMissed(1)
-            shard.lock.unlock()
-            return c.null()
-        }
-        c.read(shard, index)
-        let payload = DumpPayload.encode(shard.entry(at: index).value)
-        shard.lock.unlock()
+        let payload = c.withKeyForRead(1) { _, shard, index in index.map { DumpPayload.encode(shard.entry(at: $0).value) } }
+        guard let payload else { return c.null() }
         payload.withUnsafeBytes { c.bulk($0) }
     }
 
@@ -59,46 +48,43 @@ enum DumpCommands {
         // takes a while); its errors come after the key's and the TTL's, as in Redis.
         let decoded = DumpPayload.decode(a[3], limit: c.server.config.protoMaxBulkLength)
         let key = a[1]
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        defer { shard.lock.unlock() }
-        let existing = shard.lookup(key, hash: hash, now: c.now)
-        if existing != nil && !replace { return c.error(ReplyError.busyKey) }
-        guard var ttl = c.integerArgument(2) else { return }
-        guard ttl >= 0 else { return c.error("ERR Invalid TTL value, must be >= 0") }
-        let value: [UInt8]
-        switch decoded {
-        case .success(let bytes):
-            value = bytes
-        case .failure(.versionOrChecksum):
-            return c.error("ERR DUMP payload version or checksum are wrong")
-        case .failure(.badFormat):
-            return c.error("ERR Bad data format")
-        case .failure(.notAString(let type)):
-            return c.error("ERR Bad data format: the payload holds a value of RDB type \(type), and this server stores strings only")
-        }
-        if ttl != 0 && !absolute { ttl = ttl &+ Int(c.now) }
-        // A time already past: the key is not created (and one replaced is gone).
-        if ttl != 0 && ttl <= Int(c.now) {
-            if let existing {
-                shard.remove(at: existing)
-                c.keyModified(1)
-                c.notify(.generic, "del", key: 1)
+        c.withKeyForWrite(1) { c, shard, hash, existing in
+            if existing != nil && !replace { return c.error(ReplyError.busyKey) }
+            guard var ttl = c.integerArgument(2) else { return }
+            guard ttl >= 0 else { return c.error("ERR Invalid TTL value, must be >= 0") }
+            let value: [UInt8]
+            switch decoded {
+            case .success(let bytes):
+                value = bytes
+            case .failure(.versionOrChecksum):
+                return c.error("ERR DUMP payload version or checksum are wrong")
+            case .failure(.badFormat):
+                return c.error("ERR Bad data format")
+            case .failure(.notAString(let type)):
+                return c.error("ERR Bad data format: the payload holds a value of RDB type \(type), and this server stores strings only")
             }
-            return c.ok()
+            if ttl != 0 && !absolute { ttl = ttl &+ Int(c.now) }
+            // A time already past: the key is not created (and one replaced is gone).
+            if ttl != 0 && ttl <= Int(c.now) {
+                if let existing {
+                    shard.remove(at: existing)
+                    c.keyModified(1)
+                    c.notify(.generic, "del", key: 1)
+                }
+                return c.ok()
+            }
+            // Written over a replaced key in one step, so that a failed allocation leaves it as it was.
+            let stored = value.withUnsafeBytes { bytes in
+                shard.setValue(key, hash: hash, value: bytes, ttl: ttl != 0 ? .at(Int64(ttl)) : .clear, existing: existing)
+            }
+            guard stored, let index = shard.find(key, hash: hash) else { return c.error(ReplyError.outOfMemory) }
+            // A new key as far as eviction goes, with the access history asked for.
+            shard.restoreAccess(index, idleSeconds: idle, frequency: frequency, now: c.now)
+            c.keyModified(1)
+            // As Redis: a new key, even when it replaced one.
+            c.keyCreated(1)
+            c.notify(.generic, "restore", key: 1)
+            c.ok()
         }
-        // Written over a replaced key in one step, so that a failed allocation leaves it as it was.
-        let stored = value.withUnsafeBytes { bytes in
-            shard.setValue(key, hash: hash, value: bytes, ttl: ttl != 0 ? .at(Int64(ttl)) : .clear, existing: existing)
-        }
-        guard stored, let index = shard.find(key, hash: hash) else { return c.error(ReplyError.outOfMemory) }
-        // A new key as far as eviction goes, with the access history asked for.
-        shard.restoreAccess(index, idleSeconds: idle, frequency: frequency, now: c.now)
-        c.keyModified(1)
-        // As Redis: a new key, even when it replaced one.
-        c.keyCreated(1)
-        c.notify(.generic, "restore", key: 1)
-        c.ok()
     }
 }

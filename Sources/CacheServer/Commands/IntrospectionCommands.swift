@@ -45,34 +45,30 @@ enum IntrospectionCommands {
         let a = c.arguments
         let encoding = field == .encoding, frequency = field == .frequency, references = field == .references
         let policy = c.server.keyspace.budget.policy
-        let key = a[2]
-        let hash = c.hash(2)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        defer { shard.lock.unlock() }
-        // As Redis: an expired key is gone, and looking does not count as an access (but as a hit or a miss).
-        let found = shard.lookup(key, hash: hash, now: c.now)
-        shard.countLookup(found: found != nil)
-        guard let index = found else { return c.null() }
-        let entry = shard.entry(at: index)
-        if encoding {
-            c.bulk(Self.encoding(of: entry).name)
-        } else if references {
-            c.integer(Self.encoding(of: entry).shared(config: c.server.config) ? Int(Int32.max) : 1)
-        } else if frequency {
-            guard policy.tracksFrequency else {
-                return c.error(
-                    "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
-                )
+        // As Redis: an expired key is gone, and looking does not count as an access (but as a hit or a miss,
+        // without a `keymiss` event).
+        c.withKeyForRead(2, .none, keymiss: false) { c, shard, index in
+            guard let index else { return c.null() }
+            let entry = shard.entry(at: index)
+            if encoding {
+                c.bulk(Self.encoding(of: entry).name)
+            } else if references {
+                c.integer(Self.encoding(of: entry).shared(config: c.server.config) ? Int(Int32.max) : 1)
+            } else if frequency {
+                guard policy.tracksFrequency else {
+                    return c.error(
+                        "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
+                    )
+                }
+                c.integer(shard.frequency(entry, now: c.now))
+            } else {
+                guard !policy.tracksFrequency else {
+                    return c.error(
+                        "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
+                    )
+                }
+                c.integer(Int(shard.idleSeconds(entry, now: c.now)))
             }
-            c.integer(shard.frequency(entry, now: c.now))
-        } else {
-            guard !policy.tracksFrequency else {
-                return c.error(
-                    "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
-                )
-            }
-            c.integer(Int(shard.idleSeconds(entry, now: c.now)))
         }
     }
 
@@ -415,14 +411,11 @@ enum IntrospectionCommands {
             guard samples >= 0 else { return c.error(ReplyError.syntax) }
             j += 2
         }
-        let key = a[2]
-        let hash = c.hash(2)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        defer { shard.lock.unlock() }
         // As Redis, the key is looked up without expiring it.
-        guard let index = shard.find(key, hash: hash) else { return c.null() }
-        c.integer(shard.entry(at: index).allocatedSize + MemoryLayout<UInt64>.size)
+        c.withKeyShard(2) { c, shard, hash in
+            guard let index = shard.find(c.arguments[2], hash: hash) else { return c.null() }
+            c.integer(shard.entry(at: index).allocatedSize + MemoryLayout<UInt64>.size)
+        }
     }
 
     /// MEMORY DOCTOR: what in the memory figures deserves an operator's attention, in plain words.

@@ -5,19 +5,15 @@ import RESP
 /// Generic key commands: DEL, EXISTS, TTLs, RENAME, TYPE, RANDOMKEY, KEYS, SCAN.
 package enum KeyCommands {
     static func del(_ c: inout CommandContext) {
-        let db = c.database
         var removed = 0
         for i in 1..<c.arguments.count {
-            let hash = c.hash(i)
-            let shard = db.shard(for: hash)
-            shard.lock.lock()
-            if let index = shard.lookup(c.arguments[i], hash: hash, now: c.now) {
+            c.withKeyForWrite(i) { c, shard, _, index in
+                guard let index else { return }
                 shard.remove(at: index)
                 removed += 1
                 c.keyModified(i)
                 c.notify(.generic, "del", key: i)
             }
-            shard.lock.unlock()
         }
         c.integer(removed)
     }
@@ -29,30 +25,20 @@ package enum KeyCommands {
 
     /// How many of the keys exist (a key named twice counts twice).
     private static func countExisting(_ c: inout CommandContext, touching: Bool) {
-        let db = c.database
         var found = 0
         for i in 1..<c.arguments.count {
-            let hash = c.hash(i)
-            let shard = db.shard(for: hash)
-            shard.lock.lock()
-            let index = shard.lookup(c.arguments[i], hash: hash, now: c.now)
-            shard.countLookup(found: index != nil)
-            if touching, let index { shard.touch(index, now: c.now) }
-            if index == nil { c.keyMissed(i) }
-            shard.lock.unlock()
-            if index != nil { found += 1 }
+            // TOUCH reads the key even for a client in CLIENT NO-TOUCH mode, as in Redis: not through `KeyTouch`.
+            let exists = c.withKeyForRead(i, .none) { c, shard, index in
+                if touching, let index { shard.touch(index, now: c.now) }
+                return index != nil
+            }
+            if exists { found += 1 }
         }
         c.integer(found)
     }
 
     static func type(_ c: inout CommandContext) {
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        let exists = shard.lookup(c.arguments[1], hash: hash, now: c.now) != nil
-        shard.countLookup(found: exists)
-        if !exists { c.keyMissed(1) }
-        shard.lock.unlock()
+        let exists = c.withKeyForRead(1, .none) { _, _, index in index != nil }
         if exists { c.simple("string") } else { c.simple("none") }
     }
 
@@ -100,30 +86,25 @@ package enum KeyCommands {
             return
         }
         when += Int(base)
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        defer { shard.lock.unlock() }
-        guard let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) else {
-            c.integer(0)
-            return
+        c.withKeyForWrite(1) { c, shard, hash, index in
+            guard let index else { return c.integer(0) }
+            c.accessed(shard, index)
+            let current = shard.entry(at: index).expiry
+            if nx && current != nil { return c.integer(0) }
+            if xx && current == nil { return c.integer(0) }
+            if gt, current == nil || Int64(when) <= current! { return c.integer(0) }
+            if lt, let current, Int64(when) >= current { return c.integer(0) }
+            if Int64(when) <= c.now {
+                shard.remove(at: index)
+                c.keyModified(1)
+                c.notify(.generic, "del", key: 1)
+            } else {
+                shard.setExpiry(at: index, to: Int64(when), hash: hash)
+                c.keyModified(1)
+                c.notify(.generic, "expire", key: 1)
+            }
+            c.integer(1)
         }
-        c.accessed(shard, index)
-        let current = shard.entry(at: index).expiry
-        if nx && current != nil { return c.integer(0) }
-        if xx && current == nil { return c.integer(0) }
-        if gt, current == nil || Int64(when) <= current! { return c.integer(0) }
-        if lt, let current, Int64(when) >= current { return c.integer(0) }
-        if Int64(when) <= c.now {
-            shard.remove(at: index)
-            c.keyModified(1)
-            c.notify(.generic, "del", key: 1)
-        } else {
-            shard.setExpiry(at: index, to: Int64(when), hash: hash)
-            c.keyModified(1)
-            c.notify(.generic, "expire", key: 1)
-        }
-        c.integer(1)
     }
 
     static func ttl(_ c: inout CommandContext) { ttlGeneric(&c, milliseconds: false, absolute: false) }
@@ -132,13 +113,7 @@ package enum KeyCommands {
     static func pexpiretime(_ c: inout CommandContext) { ttlGeneric(&c, milliseconds: true, absolute: true) }
 
     static func ttlGeneric(_ c: inout CommandContext, milliseconds: Bool, absolute: Bool) {
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        let found = shard.lookup(c.arguments[1], hash: hash, now: c.now).map { shard.entry(at: $0).expiry }
-        shard.countLookup(found: found != nil)
-        if found == nil { c.keyMissed(1) }
-        shard.lock.unlock()
+        let found = c.withKeyForRead(1, .none) { _, shard, index in index.map { shard.entry(at: $0).expiry } }
         guard let expiry = found else { return c.integer(-2) }
         guard let expiry else { return c.integer(-1) }
         let ttl = max(0, absolute ? Int(expiry) : Int(expiry - c.now))
@@ -148,18 +123,14 @@ package enum KeyCommands {
     }
 
     static func persist(_ c: inout CommandContext) {
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        defer { shard.lock.unlock() }
-        guard let index = shard.lookup(c.arguments[1], hash: hash, now: c.now),
-            shard.entry(at: index).hasExpiry
-        else { return c.integer(0) }
-        c.accessed(shard, index)
-        shard.setExpiry(at: index, to: nil, hash: hash)
-        c.keyModified(1)
-        c.notify(.generic, "persist", key: 1)
-        c.integer(1)
+        c.withKeyForWrite(1) { c, shard, hash, index in
+            guard let index, shard.entry(at: index).hasExpiry else { return c.integer(0) }
+            c.accessed(shard, index)
+            shard.setExpiry(at: index, to: nil, hash: hash)
+            c.keyModified(1)
+            c.notify(.generic, "persist", key: 1)
+            c.integer(1)
+        }
     }
 
     // MARK: renaming and moving
@@ -180,13 +151,13 @@ package enum KeyCommands {
         defer { shards.unlock(in: db) }
         let sourceShard = db.shard(for: sourceHash)
         let targetShard = db.shard(for: targetHash)
-        guard let sourceIndex = sourceShard.lookup(source, hash: sourceHash, now: c.now) else {
+        guard let sourceIndex = c.lookUpForWrite(1, in: sourceShard, hash: sourceHash) else {
             return c.error(ReplyError.noSuchKey)
         }
         if source.elementsEqual(target) {
             return nx ? c.integer(0) : c.ok()
         }
-        let targetIndex = targetShard.lookup(target, hash: targetHash, now: c.now)
+        let targetIndex = c.lookUpForWrite(2, in: targetShard, hash: targetHash)
         if nx && targetIndex != nil { return c.integer(0) }
         // Looking the target up may have reclaimed an expired key in the same shard: find the source again.
         let entry = sourceShard.entry(at: sourceShard.find(source, hash: sourceHash) ?? sourceIndex)
@@ -246,13 +217,9 @@ package enum KeyCommands {
             if !sameShard { lockSecond.lock.unlock() }
             lockFirst.lock.unlock()
         }
-        let found = sourceShard.lookup(source, hash: sourceHash, now: c.now)
-        sourceShard.countLookup(found: found != nil)
-        guard found != nil else {
-            c.keyMissed(1)
-            return c.integer(0)
-        }
-        let destinationIndex = destinationShard.lookup(destination, hash: destinationHash, now: c.now)
+        // A read of the source, marked once the destination is looked up too.
+        guard c.lookUpForRead(1, in: sourceShard, hash: sourceHash, .none) != nil else { return c.integer(0) }
+        let destinationIndex = c.lookUpForWrite(2, in: destinationShard, hash: destinationHash)
         if destinationIndex != nil && !replace { return c.integer(0) }
         // Looking the destination up may have reclaimed an expired key in the same shard: find the source again.
         guard let sourceIndex = sourceShard.find(source, hash: sourceHash) else { return c.integer(0) }
@@ -299,8 +266,8 @@ package enum KeyCommands {
         }
         let sourceShard = from.shards[index]
         let targetShard = to.shards[index]
-        guard let sourceIndex = sourceShard.lookup(key, hash: hash, now: c.now) else { return c.integer(0) }
-        if targetShard.lookup(key, hash: hash, now: c.now) != nil { return c.integer(0) }
+        guard let sourceIndex = c.lookUpForWrite(1, in: sourceShard, hash: hash) else { return c.integer(0) }
+        if c.lookUpForWrite(1, in: targetShard, hash: hash) != nil { return c.integer(0) }
         let entry = sourceShard.entry(at: sourceIndex)
         let ttl: Shard.TTLChange = entry.expiry.map { .at($0) } ?? .clear
         c.accessed(sourceShard, sourceIndex)

@@ -132,14 +132,7 @@ package enum LCSCommand {
         // expired key and move the other's slot).
         for index in 1...2 {
             let hash = c.hash(index)
-            let shard = db.shard(for: hash)
-            if let slot = shard.lookup(c.arguments[index], hash: hash, now: c.now) {
-                shard.countHit()
-                c.read(shard, slot)
-            } else {
-                shard.countMiss()
-                c.keyMissed(index)
-            }
+            _ = c.lookUpForRead(index, in: db.shard(for: hash), hash: hash)
         }
         func value(_ index: Int) -> UnsafeRawBufferPointer {
             let hash = c.hash(index)

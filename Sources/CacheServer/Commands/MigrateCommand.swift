@@ -58,10 +58,9 @@ enum MigrateCommand {
         var restores = ByteBuffer()
         var moving: [Int] = []
         for i in keyArguments {
-            let hash = c.hash(i)
-            let shard = c.database.shard(for: hash)
-            shard.lock.lock()
-            if let index = shard.lookup(c.arguments[i], hash: hash, now: c.now) {
+            // Looked up as for a write: no hit or miss counted, no `keymiss` event, nothing marked.
+            c.withKeyForWrite(i) { c, shard, _, index in
+                guard let index else { return }
                 let entry = shard.entry(at: index)
                 let ttl = entry.expiry.map { max(1, $0 - c.now) } ?? 0
                 var arguments = [Array("RESTORE".utf8), Array(c.arguments[i]), Array(String(ttl).utf8), DumpPayload.encode(entry.value)]
@@ -69,7 +68,6 @@ enum MigrateCommand {
                 restores.writeRESPCommand(arguments: arguments)
                 moving.append(i)
             }
-            shard.lock.unlock()
         }
         guard !moving.isEmpty else { return c.simple("NOKEY") }
 
@@ -162,15 +160,12 @@ enum MigrateCommand {
 
     /// Deletes the key in argument `index` (moved to the target).
     private static func remove(_ c: inout CommandContext, _ index: Int) {
-        let hash = c.hash(index)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        if let slot = shard.lookup(c.arguments[index], hash: hash, now: c.now) {
+        c.withKeyForWrite(index) { c, shard, _, slot in
+            guard let slot else { return }
             shard.remove(at: slot)
             c.keyModified(index)
             c.notify(.generic, "del", key: index)
         }
-        shard.lock.unlock()
     }
 
     static let ioConnecting = "IOERR error or timeout connecting to the client"

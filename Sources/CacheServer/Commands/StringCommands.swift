@@ -8,48 +8,30 @@ package enum StringCommands {
     // MARK: reading
 
     static func get(_ c: inout CommandContext) {
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        if let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) {
-            shard.countHit()
-            c.read(shard, index)
-            c.bulk(shard.entry(at: index).value)
-        } else {
-            shard.countMiss()
-            c.keyMissed(1)
-            c.null()
+        c.withKeyForRead(1) { c, shard, index in
+            if let index { c.bulk(shard.entry(at: index).value) } else { c.null() }
         }
-        shard.lock.unlock()
     }
 
     static func strlen(_ c: inout CommandContext) {
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        let index = shard.lookup(c.arguments[1], hash: hash, now: c.now)
-        let length = index.map { shard.entry(at: $0).value.count }
-        shard.countLookup(found: length != nil)
-        if let index { c.accessed(shard, index) } else { c.keyMissed(1) }
-        shard.lock.unlock()
+        let length = c.withKeyForRead(1, .access) { _, shard, index in index.map { shard.entry(at: $0).value.count } }
         c.integer(length ?? 0)
     }
 
     static func getrange(_ c: inout CommandContext) {
-        guard var start = c.integerArgument(2), var end = c.integerArgument(3) else { return }
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        defer { shard.lock.unlock() }
-        guard let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) else {
-            shard.countMiss()
-            c.keyMissed(1)
-            c.reply.writeStaticString("$0\r\n\r\n")
-            return
+        guard let start = c.integerArgument(2), let end = c.integerArgument(3) else { return }
+        c.withKeyForRead(1, .access) { c, shard, index in
+            if let index {
+                range(&c, shard.entry(at: index).value, start: start, end: end)
+            } else {
+                c.reply.writeStaticString("$0\r\n\r\n")
+            }
         }
-        shard.countHit()
-        c.accessed(shard, index)
-        let value = shard.entry(at: index).value
+    }
+
+    /// GETRANGE's reply: the bytes of `value` from `start` to `end` (negative: from the end), clamped.
+    private static func range(_ c: inout CommandContext, _ value: UnsafeRawBufferPointer, start: Int, end: Int) {
+        var (start, end) = (start, end)
         let length = value.count
         if start < 0 && end < 0 && start > end {
             c.reply.writeStaticString("$0\r\n\r\n")
@@ -76,13 +58,9 @@ package enum StringCommands {
         for i in 1..<c.arguments.count {
             let hash = c.hash(i)
             let shard = db.shard(for: hash)
-            if let index = shard.lookup(c.arguments[i], hash: hash, now: c.now) {
-                shard.countHit()
-                c.read(shard, index)
+            if let index = c.lookUpForRead(i, in: shard, hash: hash) {
                 c.bulk(shard.entry(at: index).value)
             } else {
-                shard.countMiss()
-                c.keyMissed(i)
                 c.null()
             }
         }
@@ -190,37 +168,28 @@ package enum StringCommands {
     static func setGeneric(
         _ c: inout CommandContext, value: Int, ttl: Shard.TTLChange, nx: Bool, xx: Bool, get: Bool, okReply: Bool?
     ) {
-        let key = c.arguments[1]
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        defer { shard.lock.unlock() }
-        let existing = shard.lookup(key, hash: hash, now: c.now)
-        if get {
-            // GETSET and SET ... GET read the old value, and count as a read (as in Redis).
-            if let index = existing {
-                shard.countHit()
-                c.bulk(shard.entry(at: index).value)
-            } else {
-                shard.countMiss()
-                c.keyMissed(1)
-                c.null()
+        c.withKeyForWrite(1) { c, shard, hash, existing in
+            if get {
+                // GETSET and SET ... GET read the old value, and count as a read (as in Redis).
+                c.countRead(1, in: shard, found: existing != nil)
+                if let index = existing { c.bulk(shard.entry(at: index).value) } else { c.null() }
             }
-        }
-        if (nx && existing != nil) || (xx && existing == nil) {
+            if (nx && existing != nil) || (xx && existing == nil) {
+                if !get {
+                    if okReply != nil { c.integer(0) } else { c.null() }
+                }
+                return
+            }
+            guard shard.setValue(c.arguments[1], hash: hash, value: c.arguments[value], ttl: ttl, existing: existing)
+            else {
+                if !get { c.error(ReplyError.outOfMemory) }
+                return
+            }
+            c.keyModified(1)
+            if c.server.notifications.isActive { notifySet(&c, created: existing == nil, ttl: ttl) }
             if !get {
-                if okReply != nil { c.integer(0) } else { c.null() }
+                if okReply != nil { c.integer(1) } else { c.ok() }
             }
-            return
-        }
-        guard shard.setValue(key, hash: hash, value: c.arguments[value], ttl: ttl, existing: existing) else {
-            if !get { c.error(ReplyError.outOfMemory) }
-            return
-        }
-        c.keyModified(1)
-        if c.server.notifications.isActive { notifySet(&c, created: existing == nil, ttl: ttl) }
-        if !get {
-            if okReply != nil { c.integer(1) } else { c.ok() }
         }
     }
 
@@ -251,57 +220,41 @@ package enum StringCommands {
     }
 
     static func getdel(_ c: inout CommandContext) {
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        if let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) {
-            shard.countHit()
+        // The key is removed at once: marking it would be wasted.
+        c.withKeyForRead(1, .none) { c, shard, index in
+            guard let index else { return c.null() }
             c.bulk(shard.entry(at: index).value)
             shard.remove(at: index)
             c.keyModified(1)
             c.notify(.generic, "del", key: 1)
-        } else {
-            shard.countMiss()
-            c.keyMissed(1)
-            c.null()
         }
-        shard.lock.unlock()
     }
 
     static func getex(_ c: inout CommandContext) {
         guard let options = parseOptions(&c, from: 2, mode: .getex) else { return }
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        defer { shard.lock.unlock() }
-        guard let index = shard.lookup(c.arguments[1], hash: hash, now: c.now) else {
-            shard.countMiss()
-            c.keyMissed(1)
-            c.null()
-            return
-        }
-        shard.countHit()
-        c.accessed(shard, index)
-        var expiry: Int64?
-        if let kind = options.expireKind {
-            guard let e = absoluteExpiry(&c, argument: options.expireArgument, kind: kind) else { return }
-            expiry = e
-        }
-        c.bulk(shard.entry(at: index).value)
-        if let expiry {
-            if options.expireKind?.isRelative == false && expiry <= c.now {
-                shard.remove(at: index)
-                c.keyModified(1)
-                c.notify(.generic, "del", key: 1)
-            } else {
-                shard.setExpiry(at: index, to: expiry, hash: hash)
-                c.keyModified(1)
-                c.notify(.generic, "expire", key: 1)
+        c.withKeyForRead(1, .access) { c, shard, index in
+            guard let index else { return c.null() }
+            var expiry: Int64?
+            if let kind = options.expireKind {
+                guard let e = absoluteExpiry(&c, argument: options.expireArgument, kind: kind) else { return }
+                expiry = e
             }
-        } else if options.persist && shard.entry(at: index).hasExpiry {
-            shard.setExpiry(at: index, to: nil, hash: hash)
-            c.keyModified(1)
-            c.notify(.generic, "persist", key: 1)
+            c.bulk(shard.entry(at: index).value)
+            if let expiry {
+                if options.expireKind?.isRelative == false && expiry <= c.now {
+                    shard.remove(at: index)
+                    c.keyModified(1)
+                    c.notify(.generic, "del", key: 1)
+                } else {
+                    shard.setExpiry(at: index, to: expiry, hash: c.hash(1))
+                    c.keyModified(1)
+                    c.notify(.generic, "expire", key: 1)
+                }
+            } else if options.persist && shard.entry(at: index).hasExpiry {
+                shard.setExpiry(at: index, to: nil, hash: c.hash(1))
+                c.keyModified(1)
+                c.notify(.generic, "persist", key: 1)
+            }
         }
     }
 
@@ -326,7 +279,7 @@ package enum StringCommands {
         if onlyIfNoneExist {
             for i in stride(from: 1, to: c.arguments.count, by: 2) {
                 let hash = c.hash(i)
-                if db.shard(for: hash).lookup(c.arguments[i], hash: hash, now: c.now) != nil {
+                if c.lookUpForWrite(i, in: db.shard(for: hash), hash: hash) != nil {
                     c.integer(0)
                     return
                 }
@@ -335,7 +288,7 @@ package enum StringCommands {
         for i in stride(from: 1, to: c.arguments.count, by: 2) {
             let hash = c.hash(i)
             let shard = db.shard(for: hash)
-            let existing = shard.lookup(c.arguments[i], hash: hash, now: c.now)
+            let existing = c.lookUpForWrite(i, in: shard, hash: hash)
             guard shard.setValue(c.arguments[i], hash: hash, value: c.arguments[i + 1], ttl: .clear, existing: existing)
             else {
                 c.error(ReplyError.outOfMemory)
@@ -362,52 +315,49 @@ package enum StringCommands {
     private static func overwrite(_ c: inout CommandContext, valueArgument: Int, offset: Int?) {
         let key = c.arguments[1]
         let part = c.arguments[valueArgument]
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        defer { shard.lock.unlock() }
-        let existing = shard.lookup(key, hash: hash, now: c.now)
-        let old = existing.map { shard.entry(at: $0).value } ?? UnsafeRawBufferPointer(start: nil, count: 0)
-        // SETRANGE with nothing to write changes nothing: a missing key stays missing (APPEND creates it).
-        if offset != nil && part.count == 0 { return c.integer(old.count) }
-        let start = offset ?? old.count
-        let (end, overflow) = start.addingReportingOverflow(part.count)
-        // As Redis: the length is checked unless APPEND creates the key (its value is a bulk within the limit).
-        if (offset != nil || existing != nil) && (overflow || end > c.server.config.protoMaxBulkLength) {
-            return c.error(ReplyError.stringTooLong)
-        }
-        // Inside the value: written in place, in time proportional to the bytes written, as in Redis.
-        if let index = existing, end <= old.count {
-            shard.noteAccess(index, now: c.now)
-            shard.overwriteValue(at: index, offset: start, with: part)
-            shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
+        c.withKeyForWrite(1) { c, shard, hash, existing in
+            let old = existing.map { shard.entry(at: $0).value } ?? UnsafeRawBufferPointer(start: nil, count: 0)
+            // SETRANGE with nothing to write changes nothing: a missing key stays missing (APPEND creates it).
+            if offset != nil && part.count == 0 { return c.integer(old.count) }
+            let start = offset ?? old.count
+            let (end, overflow) = start.addingReportingOverflow(part.count)
+            // As Redis: the length is checked unless APPEND creates the key (its value is a bulk within the limit).
+            if (offset != nil || existing != nil) && (overflow || end > c.server.config.protoMaxBulkLength) {
+                return c.error(ReplyError.stringTooLong)
+            }
+            // Inside the value: written in place, in time proportional to the bytes written, as in Redis.
+            if let index = existing, end <= old.count {
+                shard.noteAccess(index, now: c.now)
+                shard.overwriteValue(at: index, offset: start, with: part)
+                shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
+                c.keyModified(1)
+                c.notify(.string, offset == nil ? "append" : "setrange", key: 1)
+                return c.integer(old.count)
+            }
+            let oldCount = old.count
+            let fill = { (out: UnsafeMutableRawBufferPointer) in
+                let base = out.baseAddress!
+                if start > oldCount { (base + oldCount).initializeMemory(as: UInt8.self, repeating: 0, count: start - oldCount) }
+                if part.count > 0 { (base + start).copyMemory(from: part.baseAddress!, byteCount: part.count) }
+            }
+            // Past the value's end: the value grows, in place when its block has room (amortized, as Redis's).
+            if let index = existing {
+                guard let out = shard.growValue(at: index, hash: hash, to: end) else {
+                    return c.error(ReplyError.outOfMemory)
+                }
+                fill(out)
+                shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
+            } else {
+                let stored = shard.insertValue(key, hash: hash, count: end, fill: fill)
+                guard stored else { return c.error(ReplyError.outOfMemory) }
+                // SETRANGE builds a new key's value in place; APPEND stores its argument, encoded by its content.
+                if offset != nil { shard.markEncoding(key, hash: hash, Entry.modifiedInPlaceFlag) }
+                c.keyCreated(1)
+            }
             c.keyModified(1)
             c.notify(.string, offset == nil ? "append" : "setrange", key: 1)
-            return c.integer(old.count)
+            c.integer(end)
         }
-        let oldCount = old.count
-        let fill = { (out: UnsafeMutableRawBufferPointer) in
-            let base = out.baseAddress!
-            if start > oldCount { (base + oldCount).initializeMemory(as: UInt8.self, repeating: 0, count: start - oldCount) }
-            if part.count > 0 { (base + start).copyMemory(from: part.baseAddress!, byteCount: part.count) }
-        }
-        // Past the value's end: the value grows, in place when its block has room (amortized, as Redis's).
-        if let index = existing {
-            guard let out = shard.growValue(at: index, hash: hash, to: end) else {
-                return c.error(ReplyError.outOfMemory)
-            }
-            fill(out)
-            shard.entry(at: index).flags |= Entry.modifiedInPlaceFlag
-        } else {
-            let stored = shard.insertValue(key, hash: hash, count: end, fill: fill)
-            guard stored else { return c.error(ReplyError.outOfMemory) }
-            // SETRANGE builds a new key's value in place; APPEND stores its argument, encoded by its content.
-            if offset != nil { shard.markEncoding(key, hash: hash, Entry.modifiedInPlaceFlag) }
-            c.keyCreated(1)
-        }
-        c.keyModified(1)
-        c.notify(.string, offset == nil ? "append" : "setrange", key: 1)
-        c.integer(end)
     }
 
     // MARK: counters
@@ -416,34 +366,31 @@ package enum StringCommands {
     static func incrbyfloat(_ c: inout CommandContext) {
         let key = c.arguments[1]
         let increment = c.arguments[2]
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        defer { shard.lock.unlock() }
-        let existing = shard.lookup(key, hash: hash, now: c.now)
-        withUnsafeTemporaryAllocation(byteCount: 5120, alignment: 1) { out in
-            let text = out.baseAddress!.assumingMemoryBound(to: CChar.self)
-            let by = increment.baseAddress?.assumingMemoryBound(to: CChar.self) ?? UnsafePointer(text)
-            var length: CInt
-            if let index = existing {
-                let current = shard.entry(at: index).value
-                // An empty value is not a float (a nil pointer would stand for a missing key).
-                let pointer = current.baseAddress?.assumingMemoryBound(to: CChar.self) ?? UnsafePointer(text)
-                length = cached_incrbyfloat(pointer, current.count, by, increment.count, text, out.count)
-            } else {
-                length = cached_incrbyfloat(nil, 0, by, increment.count, text, out.count)
+        c.withKeyForWrite(1) { c, shard, hash, existing in
+            withUnsafeTemporaryAllocation(byteCount: 5120, alignment: 1) { out in
+                let text = out.baseAddress!.assumingMemoryBound(to: CChar.self)
+                let by = increment.baseAddress?.assumingMemoryBound(to: CChar.self) ?? UnsafePointer(text)
+                var length: CInt
+                if let index = existing {
+                    let current = shard.entry(at: index).value
+                    // An empty value is not a float (a nil pointer would stand for a missing key).
+                    let pointer = current.baseAddress?.assumingMemoryBound(to: CChar.self) ?? UnsafePointer(text)
+                    length = cached_incrbyfloat(pointer, current.count, by, increment.count, text, out.count)
+                } else {
+                    length = cached_incrbyfloat(nil, 0, by, increment.count, text, out.count)
+                }
+                guard length != -1 else { return c.error("ERR increment would produce NaN or Infinity") }
+                guard length > 0 else { return c.error(ReplyError.notFloat) }
+                let result = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(out)[0..<Int(length)])
+                guard shard.setValue(key, hash: hash, value: result, ttl: .keep, existing: existing) else {
+                    return c.error(ReplyError.outOfMemory)
+                }
+                shard.markEncoding(key, hash: hash, Entry.notIntegerFlag)
+                c.keyModified(1)
+                if existing == nil { c.keyCreated(1) }
+                c.notify(.string, "incrbyfloat", key: 1)
+                c.bulk(result)
             }
-            guard length != -1 else { return c.error("ERR increment would produce NaN or Infinity") }
-            guard length > 0 else { return c.error(ReplyError.notFloat) }
-            let result = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(out)[0..<Int(length)])
-            guard shard.setValue(key, hash: hash, value: result, ttl: .keep, existing: existing) else {
-                return c.error(ReplyError.outOfMemory)
-            }
-            shard.markEncoding(key, hash: hash, Entry.notIntegerFlag)
-            c.keyModified(1)
-            if existing == nil { c.keyCreated(1) }
-            c.notify(.string, "incrbyfloat", key: 1)
-            c.bulk(result)
         }
     }
 
@@ -466,34 +413,31 @@ package enum StringCommands {
 
     static func incrBy(_ c: inout CommandContext, _ increment: Int) {
         let key = c.arguments[1]
-        let hash = c.hash(1)
-        let shard = c.database.shard(for: hash)
-        shard.lock.lock()
-        defer { shard.lock.unlock() }
-        let existing = shard.lookup(key, hash: hash, now: c.now)
-        var value = 0
-        if let index = existing {
-            guard let current = RESPInteger.parse(shard.entry(at: index).value) else {
-                c.error(ReplyError.notInteger)
+        c.withKeyForWrite(1) { c, shard, hash, existing in
+            var value = 0
+            if let index = existing {
+                guard let current = RESPInteger.parse(shard.entry(at: index).value) else {
+                    c.error(ReplyError.notInteger)
+                    return
+                }
+                value = current
+            }
+            let (result, overflow) = value.addingReportingOverflow(increment)
+            guard !overflow else {
+                c.error(ReplyError.overflow)
                 return
             }
-            value = current
+            var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+            let stored = withUnsafeMutableBytes(of: &digits) { raw -> Bool in
+                let n = RESPInteger.format(result, into: raw.baseAddress!)
+                let text = UnsafeRawBufferPointer(rebasing: raw[0..<n])
+                return shard.setValue(key, hash: hash, value: text, ttl: .keep, existing: existing)
+            }
+            guard stored else { return c.error(ReplyError.outOfMemory) }
+            c.keyModified(1)
+            if existing == nil { c.keyCreated(1) }
+            c.notify(.string, "incrby", key: 1)
+            c.integer(result)
         }
-        let (result, overflow) = value.addingReportingOverflow(increment)
-        guard !overflow else {
-            c.error(ReplyError.overflow)
-            return
-        }
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
-        let stored = withUnsafeMutableBytes(of: &digits) { raw -> Bool in
-            let n = RESPInteger.format(result, into: raw.baseAddress!)
-            let text = UnsafeRawBufferPointer(rebasing: raw[0..<n])
-            return shard.setValue(key, hash: hash, value: text, ttl: .keep, existing: existing)
-        }
-        guard stored else { return c.error(ReplyError.outOfMemory) }
-        c.keyModified(1)
-        if existing == nil { c.keyCreated(1) }
-        c.notify(.string, "incrby", key: 1)
-        c.integer(result)
     }
 }

@@ -176,6 +176,17 @@ extension CachedNetworking {
             if let existing, !decision.isStorable { await store.remove([existing.key]) }
             return (nil, decision.isStorable)
         }
+        switch cleaned.status.code {
+        case 206:
+            return await storePartial(
+                answer, context: context, lookup: lookup, entryKey: entryKey, requestTime: requestTime,
+                responseTime: responseTime, directives: responseDirectives)
+        case 416:
+            // It says a client's range cannot be satisfied: no answer to any other request (RFC 9110 §15.5.17).
+            return (nil, false)
+        default:
+            break
+        }
         guard answer.body.readableBytes <= configuration.maximumStoredBodySize else {
             // Served, not stored; and a stored response it replaces is out of date.
             log.debug(

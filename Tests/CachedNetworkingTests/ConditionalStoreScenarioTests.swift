@@ -1,5 +1,4 @@
-import CachedNetworking
-import CachedNetworkingRedis
+@testable import CachedNetworking
 import CachedNetworkingTesting
 import CachedTestSupport
 import Foundation
@@ -66,39 +65,16 @@ struct ConditionalStoreScenarioTests {
         var received: [HTTPRequest] { origin.requests.map(\.request) }
     }
 
-    /// A cache over a fresh store of `kind` and a namespace of its own; `body` runs with it, and the store is shut
-    /// down after.
+    /// ``withScenarioCache(_:configure:_:)`` with the scenario's ``Setup``.
     func withCache(
         _ kind: StoreUnderTest,
         configure: (inout CachedNetworking.Configuration) -> Void = { _ in },
         _ body: (Setup) async throws -> Void
     ) async throws {
-        let clock = ManualCacheClock()
-        let store: any CacheStore
-        if let serverKind = kind.serverKind {
-            let server = try LiveServersTrait.server(serverKind)
-            var configuration = try RESPStore.Configuration(url: "redis://127.0.0.1:\(server.port)")
-            configuration.commandTimeout = .seconds(5)
-            store = RESPStore(configuration: configuration)
-        } else {
-            store = MemoryStore(cleanupInterval: nil, clock: clock)
+        try await withScenarioCache(kind, configure: configure) { cache, origin, clock in
+            try await body(
+                Setup(cache: cache, origin: origin, clock: clock, store: cache.store.store, configuration: cache.configuration))
         }
-        var configuration = CachedNetworking.Configuration()
-        configuration.clock = clock
-        configuration.namespace = "conditional-\(UUID().uuidString)"
-        // Every read goes to the store itself, whatever the store.
-        configuration.decodedEntryMemory = 0
-        configuration.storeTimeout = .seconds(5)
-        configure(&configuration)
-        let origin = FakeHTTPTransport()
-        let cache = CachedNetworking(store: store, transport: origin, configuration: configuration)
-        do {
-            try await body(Setup(cache: cache, origin: origin, clock: clock, store: store, configuration: configuration))
-        } catch {
-            await store.shutdown()
-            throw error
-        }
-        await store.shutdown()
     }
 
     // MARK: - Client conditionals (RFC 9111 §4.3.2)

@@ -12,8 +12,8 @@ import NIOCore
 /// The format is versioned and self-describing, all integers big-endian:
 ///
 /// ```
-/// magic "CNHC" · format version (u8) · record kind (u8: 1 response, 2 or 3 vary index, 4 partial response)
-///             · record · checksum (u64)
+/// magic "CNHC" · format version (u8) · record kind (u8: 1 response, 2 or 3 vary index, 4 partial response,
+///             5 response marked stale) · record · checksum (u64)
 /// response:   stored-at, request time, response time (i64 ms since 1970) · lifetime override (i64 s, -1 none)
 ///             · method (str16) · URL (str32) · Vary'd values (u16 count; name str16, present u8, value str32)
 ///             · status (u16) · reason (str16) · header fields (u32 count; name str16, value str32)
@@ -24,7 +24,9 @@ import NIOCore
 /// ```
 ///
 /// Kind 4 is a partial response (RFC 9111 §3.3, ``StoredParts``); a complete one is still written as kind 1, so
-/// entries written before partial responses were stored read as they did.
+/// entries written before partial responses were stored read as they did. Kind 5 is kind 1 for a response the
+/// cache considers stale whatever its lifetime (``StoredEntry/markedStale``, RFC 9111 §4.3.5); an earlier version
+/// reads it as corrupt, and removes it (what it did itself to such a response).
 ///
 /// Kind 3, the one written, is kind 2 with the list of the URL's variants that bounds their number
 /// (``VaryIndex/recordUse(of:at:limit:granularity:)``); kind 2, written by earlier versions, is still read, with
@@ -72,7 +74,7 @@ enum CacheEnvelope: Sendable, Equatable {
         buffer.writeInteger(Self.formatVersion)
         switch self {
         case .response(let entry):
-            buffer.writeInteger(UInt8(entry.parts == nil ? 1 : 4))
+            buffer.writeInteger(UInt8(entry.parts != nil ? 4 : entry.markedStale ? 5 : 1))
             buffer.writeInteger(Self.milliseconds(entry.storedAt))
             buffer.writeInteger(Self.milliseconds(entry.requestTime))
             buffer.writeInteger(Self.milliseconds(entry.responseTime))
@@ -153,6 +155,12 @@ enum CacheEnvelope: Sendable, Equatable {
         let decoded: CacheEnvelope?
         switch kind {
         case 1: decoded = decodeResponse(&buffer, partial: false).map(CacheEnvelope.response)
+        case 5:
+            decoded = decodeResponse(&buffer, partial: false).map { entry in
+                var marked = entry
+                marked.markedStale = true
+                return CacheEnvelope.response(marked)
+            }
         case 4: decoded = decodeResponse(&buffer, partial: true).map(CacheEnvelope.response)
         case 2: decoded = decodeVaryIndex(&buffer, listsVariants: false).map(CacheEnvelope.varyIndex)
         case 3: decoded = decodeVaryIndex(&buffer, listsVariants: true).map(CacheEnvelope.varyIndex)
@@ -311,9 +319,14 @@ struct StoredEntry: Sendable {
     var lifetimeOverride: Int?
     /// For a partial response (a `206`, RFC 9111 §3.3), the ranges `body` holds; nil for a complete response.
     var parts: StoredParts? = nil
+    /// Whether the cache considers the response stale whatever its lifetime, until it is validated or replaced
+    /// (a HEAD response disagreed with it, RFC 9111 §4.3.5). Complete responses only.
+    var markedStale = false
 
     var info: StoredResponseInfo {
-        StoredResponseInfo(response: response, requestTime: requestTime, responseTime: responseTime, lifetimeOverride: lifetimeOverride)
+        StoredResponseInfo(
+            response: response, requestTime: requestTime, responseTime: responseTime, lifetimeOverride: lifetimeOverride,
+            markedStale: markedStale)
     }
 
     /// The entry's body version: its strong `ETag`, else when it was stored.
@@ -330,6 +343,7 @@ extension StoredEntry: Equatable {
             && lhs.response == rhs.response && lhs.body == rhs.body && lhs.storedAt == rhs.storedAt
             && lhs.requestTime == rhs.requestTime && lhs.responseTime == rhs.responseTime
             && lhs.lifetimeOverride == rhs.lifetimeOverride && lhs.parts == rhs.parts
+            && lhs.markedStale == rhs.markedStale
     }
 }
 

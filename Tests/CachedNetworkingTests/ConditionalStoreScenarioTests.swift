@@ -304,7 +304,7 @@ struct ConditionalStoreScenarioTests {
     }
 
     @Test(
-        "RFC 9111 §4.3.5: a HEAD response that agrees with the stored GET updates its header fields; one that differs removes it",
+        "RFC 9111 §4.3.5: a HEAD response that agrees with the stored GET updates its header fields; one that differs marks it stale",
         arguments: StoreUnderTest.allCases)
     func test_RFC9111_4_3_5_headUpdatesStoredGet(_ kind: StoreUnderTest) async throws {
         try await withCache(kind) { s in
@@ -329,15 +329,49 @@ struct ConditionalStoreScenarioTests {
             #expect(updated.headerFields[.age] == "500")
             #expect(s.origin.requests.filter { $0.request.method == .get }.count == 1)
 
-            // A HEAD response with another ETag: the stored GET is out of date, so it is removed.
+            // A HEAD response with another ETag: the stored GET is considered stale (not removed), so the next GET
+            // validates it with its own validator, and the origin's new response replaces it.
             s.advance(200)
             #expect(try await s.run(method: .head).source == .network)
             let refetched = try await s.run()
             #expect(refetched.source == .network)
-            #expect(refetched.cacheStatus.forward == .uriMiss)
+            #expect(refetched.cacheStatus.forward == .stale)
+            #expect(s.received.last?.headerFields[.ifNoneMatch] == "\"v1\"")
             #expect(String(buffer: refetched.body) == "new body")
         }
     }
+
+    @Test(
+        "RFC 9111 §4.3.5: a HEAD response with Content-Length: 0 marks the stored GET stale and leaves its Content-Length and body",
+        arguments: StoreUnderTest.allCases)
+    func test_RFC9111_4_3_5_headZeroLengthMarksStale(_ kind: StoreUnderTest) async throws {
+        try await withCache(kind) { s in
+            s.script([
+                (.ok, [("Cache-Control", "max-age=600"), ("ETag", "\"v1\""), ("Content-Length", "4")], "body"),
+                (.notModified, [("Cache-Control", "max-age=600"), ("ETag", "\"v1\"")], ""),
+            ])
+            s.script(method: .head, [
+                (.ok, [("Cache-Control", "max-age=600"), ("ETag", "\"v1\""), ("Content-Length", "0"), ("X-Head", "1")], "")
+            ])
+            _ = try await s.run()
+            s.advance(10)
+            #expect(try await s.run(method: .head).source == .network)
+            // Fresh by its own lifetime, but stale now: validated, not served as it is, and not updated by the HEAD.
+            let validated = try await s.run()
+            #expect(validated.source == .revalidated)
+            #expect(s.received.last?.headerFields[.ifNoneMatch] == "\"v1\"")
+            #expect(String(buffer: validated.body) == "body")
+            #expect(validated.headerFields[.contentLength] == "4")
+            #expect(validated.headerFields[HTTPField.Name("X-Head")!] == nil)
+            // The 304 made it fresh again.
+            let hit = try await s.run()
+            #expect(hit.source == .cache)
+            #expect(hit.headerFields[.contentLength] == "4")
+            #expect(String(buffer: hit.body) == "body")
+            #expect(s.origin.requests.filter { $0.request.method == .get }.count == 2)
+        }
+    }
+
 
     // MARK: - Variants
 

@@ -75,6 +75,16 @@ struct EnvelopeTests {
         #expect(decoded.parts?.ranges.ranges == [0...1, 17...19])
     }
 
+    @Test("RFC 9111 §4.3.5: a response marked stale round-trips as kind 5")
+    func markedStaleRoundTrip() {
+        var marked = entry
+        marked.markedStale = true
+        let bytes = CacheEnvelope.response(marked).encoded()
+        #expect(bytes.getInteger(at: 5, as: UInt8.self) == 5)
+        #expect(CacheEnvelope.decode(bytes) == .response(marked))
+        #expect(CacheEnvelope.decode(bytes) != .response(entry))
+    }
+
     @Test("a vary index round-trips")
     func indexRoundTrip() {
         let index = CacheEnvelope.VaryIndex(nonce: 42, method: "GET", uri: "https://e/x", fieldNames: ["accept", "cookie"])

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import HTTPCaching
 import HTTPTypes
 import NIOCore
 
@@ -11,13 +12,21 @@ import NIOCore
 /// The format is versioned and self-describing, all integers big-endian:
 ///
 /// ```
-/// magic "CNHC" · format version (u8) · record kind (u8: 1 response, 2 or 3 vary index) · record · checksum (u64)
+/// magic "CNHC" · format version (u8) · record kind (u8: 1 response, 2 or 3 vary index, 4 partial response,
+///             5 response marked stale) · record · checksum (u64)
 /// response:   stored-at, request time, response time (i64 ms since 1970) · lifetime override (i64 s, -1 none)
 ///             · method (str16) · URL (str32) · Vary'd values (u16 count; name str16, present u8, value str32)
-///             · status (u16) · reason (str16) · header fields (u32 count; name str16, value str32) · body (u32 + bytes)
+///             · status (u16) · reason (str16) · header fields (u32 count; name str16, value str32)
+///             · kind 4 only: complete length (u64), ranges held (u16 count; first u64, last u64), in order
+///             · body (u32 + bytes; for kind 4, the bytes of the ranges held, in order)
 /// vary index: nonce (u64) · method (str16) · URL (str32) · field names (u16 count; str16)
 ///             · kind 3 only: variants, least recently used first (u16 count; hash u64, last used i64 s since 1970)
 /// ```
+///
+/// Kind 4 is a partial response (RFC 9111 §3.3, ``StoredParts``); a complete one is still written as kind 1, so
+/// entries written before partial responses were stored read as they did. Kind 5 is kind 1 for a response the
+/// cache considers stale whatever its lifetime (``StoredEntry/markedStale``, RFC 9111 §4.3.5); an earlier version
+/// reads it as corrupt, and removes it (what it did itself to such a response).
 ///
 /// Kind 3, the one written, is kind 2 with the list of the URL's variants that bounds their number
 /// (``VaryIndex/recordUse(of:at:limit:granularity:)``); kind 2, written by earlier versions, is still read, with
@@ -65,7 +74,7 @@ enum CacheEnvelope: Sendable, Equatable {
         buffer.writeInteger(Self.formatVersion)
         switch self {
         case .response(let entry):
-            buffer.writeInteger(UInt8(1))
+            buffer.writeInteger(UInt8(entry.parts != nil ? 4 : entry.markedStale ? 5 : 1))
             buffer.writeInteger(Self.milliseconds(entry.storedAt))
             buffer.writeInteger(Self.milliseconds(entry.requestTime))
             buffer.writeInteger(Self.milliseconds(entry.responseTime))
@@ -84,6 +93,14 @@ enum CacheEnvelope: Sendable, Equatable {
             for field in entry.response.headerFields {
                 buffer.writeString16(field.name.rawName)
                 buffer.writeString32(field.value)
+            }
+            if let parts = entry.parts {
+                buffer.writeInteger(UInt64(parts.completeLength))
+                buffer.writeInteger(UInt16(parts.ranges.ranges.count))
+                for range in parts.ranges.ranges {
+                    buffer.writeInteger(UInt64(range.lowerBound))
+                    buffer.writeInteger(UInt64(range.upperBound))
+                }
             }
             buffer.writeInteger(UInt32(entry.body.readableBytes))
             var body = entry.body
@@ -115,6 +132,7 @@ enum CacheEnvelope: Sendable, Equatable {
             return 256 + index.uri.utf8.count + 16 * index.variants.count
         }
         var size = 128 + entry.method.utf8.count + entry.uri.utf8.count + entry.body.readableBytes
+            + 16 * (entry.parts?.ranges.ranges.count ?? 0)
         for (name, value) in entry.varyValues { size += 7 + name.utf8.count + (value?.utf8.count ?? 0) }
         for field in entry.response.headerFields { size += 6 + field.name.rawName.utf8.count + field.value.utf8.count }
         return size
@@ -136,7 +154,14 @@ enum CacheEnvelope: Sendable, Equatable {
         else { return nil }
         let decoded: CacheEnvelope?
         switch kind {
-        case 1: decoded = decodeResponse(&buffer).map(CacheEnvelope.response)
+        case 1: decoded = decodeResponse(&buffer, partial: false).map(CacheEnvelope.response)
+        case 5:
+            decoded = decodeResponse(&buffer, partial: false).map { entry in
+                var marked = entry
+                marked.markedStale = true
+                return CacheEnvelope.response(marked)
+            }
+        case 4: decoded = decodeResponse(&buffer, partial: true).map(CacheEnvelope.response)
         case 2: decoded = decodeVaryIndex(&buffer, listsVariants: false).map(CacheEnvelope.varyIndex)
         case 3: decoded = decodeVaryIndex(&buffer, listsVariants: true).map(CacheEnvelope.varyIndex)
         default: return nil
@@ -145,7 +170,7 @@ enum CacheEnvelope: Sendable, Equatable {
         return decoded
     }
 
-    private static func decodeResponse(_ buffer: inout ByteBuffer) -> StoredEntry? {
+    private static func decodeResponse(_ buffer: inout ByteBuffer, partial: Bool) -> StoredEntry? {
         guard let storedAt = buffer.readInteger(as: Int64.self),
             let requestTime = buffer.readInteger(as: Int64.self),
             let responseTime = buffer.readInteger(as: Int64.self),
@@ -173,7 +198,13 @@ enum CacheEnvelope: Sendable, Equatable {
             else { return nil }
             fields.append(HTTPField(name: name, value: value))
         }
-        guard let bodyLength = buffer.readInteger(as: UInt32.self), let body = buffer.readSlice(length: Int(bodyLength))
+        var parts: StoredParts? = nil
+        if partial {
+            guard let decoded = decodeParts(&buffer) else { return nil }
+            parts = decoded
+        }
+        guard let bodyLength = buffer.readInteger(as: UInt32.self), let body = buffer.readSlice(length: Int(bodyLength)),
+            parts.map({ $0.ranges.byteCount == body.readableBytes }) ?? true
         else { return nil }
         return StoredEntry(
             method: method,
@@ -184,8 +215,26 @@ enum CacheEnvelope: Sendable, Equatable {
             storedAt: date(storedAt),
             requestTime: date(requestTime),
             responseTime: date(responseTime),
-            lifetimeOverride: override >= 0 ? Int(override) : nil
+            lifetimeOverride: override >= 0 ? Int(override) : nil,
+            parts: parts
         )
+    }
+
+    /// The complete length and the ranges of a partial response: the ranges in order, disjoint and not touching
+    /// (as ``ByteRangeSet`` keeps them), within the complete length.
+    private static func decodeParts(_ buffer: inout ByteBuffer) -> StoredParts? {
+        guard let length = buffer.readInteger(as: UInt64.self), length > 0, length <= UInt64(Int.max),
+            let count = buffer.readInteger(as: UInt16.self), count > 0, Int(count) * 16 <= buffer.readableBytes
+        else { return nil }
+        var ranges: [ClosedRange<Int>] = []
+        ranges.reserveCapacity(Int(count))
+        for _ in 0..<count {
+            guard let first = buffer.readInteger(as: UInt64.self), let last = buffer.readInteger(as: UInt64.self),
+                first <= last, last < length, ranges.last.map({ UInt64($0.upperBound) + 1 < first }) ?? true
+            else { return nil }
+            ranges.append(Int(first)...Int(last))
+        }
+        return StoredParts(completeLength: Int(length), ranges: ByteRangeSet(ranges))
     }
 
     private static func decodeVaryIndex(_ buffer: inout ByteBuffer, listsVariants: Bool) -> VaryIndex? {
@@ -268,9 +317,16 @@ struct StoredEntry: Sendable {
     var responseTime: Date
     /// A lifetime imposed by configuration, in seconds.
     var lifetimeOverride: Int?
+    /// For a partial response (a `206`, RFC 9111 §3.3), the ranges `body` holds; nil for a complete response.
+    var parts: StoredParts? = nil
+    /// Whether the cache considers the response stale whatever its lifetime, until it is validated or replaced
+    /// (a HEAD response disagreed with it, RFC 9111 §4.3.5). Complete responses only.
+    var markedStale = false
 
     var info: StoredResponseInfo {
-        StoredResponseInfo(response: response, requestTime: requestTime, responseTime: responseTime, lifetimeOverride: lifetimeOverride)
+        StoredResponseInfo(
+            response: response, requestTime: requestTime, responseTime: responseTime, lifetimeOverride: lifetimeOverride,
+            markedStale: markedStale)
     }
 
     /// The entry's body version: its strong `ETag`, else when it was stored.
@@ -286,8 +342,16 @@ extension StoredEntry: Equatable {
             && lhs.varyValues.elementsEqual(rhs.varyValues, by: { $0.0 == $1.0 && $0.1 == $1.1 })
             && lhs.response == rhs.response && lhs.body == rhs.body && lhs.storedAt == rhs.storedAt
             && lhs.requestTime == rhs.requestTime && lhs.responseTime == rhs.responseTime
-            && lhs.lifetimeOverride == rhs.lifetimeOverride
+            && lhs.lifetimeOverride == rhs.lifetimeOverride && lhs.parts == rhs.parts
+            && lhs.markedStale == rhs.markedStale
     }
+}
+
+/// What a partial stored response holds of its representation (RFC 9111 §3.3): the representation's complete
+/// length and the ranges of it the entry's body carries, in order.
+struct StoredParts: Sendable, Equatable {
+    var completeLength: Int
+    var ranges: ByteRangeSet
 }
 
 extension ByteBuffer {

@@ -176,6 +176,17 @@ extension CachedNetworking {
             if let existing, !decision.isStorable { await store.remove([existing.key]) }
             return (nil, decision.isStorable)
         }
+        switch cleaned.status.code {
+        case 206:
+            return await storePartial(
+                answer, context: context, lookup: lookup, entryKey: entryKey, requestTime: requestTime,
+                responseTime: responseTime, directives: responseDirectives)
+        case 416:
+            // It says a client's range cannot be satisfied: no answer to any other request (RFC 9110 §15.5.17).
+            return (nil, false)
+        default:
+            break
+        }
         guard answer.body.readableBytes <= configuration.maximumStoredBodySize else {
             // Served, not stored; and a stored response it replaces is out of date.
             log.debug(
@@ -329,6 +340,7 @@ extension CachedNetworking {
         if code == 304 && Validation.notModified(answer.response.headerFields, selects: found.entry.response.headerFields) {
             metrics.revalidation("not_modified")
             var updated = found.entry
+            updated.markedStale = false
             updated.response.headerFields = Validation.merging(found.entry.response.headerFields, with: answer.response.headerFields)
             let merged = HTTPTransportResponse(response: updated.response, body: updated.body)
             let stored = await storeResponse(
@@ -383,8 +395,9 @@ extension CachedNetworking {
     /// After a `200` to a HEAD request the cache sent, updates the stored GET response that the same request
     /// would have chosen (RFC 9111 §4.3.5): when the HEAD response's validators and `Content-Length` agree with
     /// it (``Validation/headResponse(_:canUpdate:storedContentLength:)``), its header fields are updated with the
-    /// HEAD response's (as a 304 updates them, RFC 9111 §3.2) and its times with the exchange's, and it is
-    /// written back with its body; otherwise it is out of date and removed. Nothing happens for other
+    /// HEAD response's (as a 304 updates them, RFC 9111 §3.2; `Content-Length` is never among them) and its times
+    /// with the exchange's, and it is written back with its body; otherwise it is considered stale (marked so, its
+    /// fields and body unchanged), to be validated before it is served as fresh again. Nothing happens for other
     /// responses, or when the request said `no-store`.
     func updateStoredGET(afterHead response: HTTPResponse, context: RequestContext, requestTime: Date, responseTime: Date) async {
         guard context.method == .head, response.status.code == 200, !context.directives.noStore,
@@ -403,8 +416,8 @@ extension CachedNetworking {
                 response.headerFields, canUpdate: stored.response.headerFields,
                 storedContentLength: stored.body.readableBytes)
         else {
-            log.debug("a HEAD response disagrees with the stored GET response: removed", metadata: [CachedNetworkingLogKeys.key: "\(found.key)"])
-            await store.remove([found.key])
+            log.debug("a HEAD response disagrees with the stored GET response: marked stale", metadata: [CachedNetworkingLogKeys.key: "\(found.key)"])
+            await markStale(found)
             return
         }
         var updated = stored.response
@@ -412,6 +425,22 @@ extension CachedNetworking {
         _ = await storeResponse(
             HTTPTransportResponse(response: updated, body: stored.body), context: getContext, lookup: lookup,
             requestTime: requestTime, responseTime: responseTime, existing: found, storedAt: stored.storedAt)
+    }
+
+    /// Rewrites the stored response of `found` as stale whatever its lifetime (RFC 9111 §4.3.5), with its fields,
+    /// body and times unchanged, for as long as it may still be of use: its stale windows and
+    /// ``Configuration/staleRetention`` (it keeps its validators). One that is already marked stays as it is.
+    func markStale(_ found: FoundEntry) async {
+        guard !found.entry.markedStale else { return }
+        var marked = found.entry
+        marked.markedStale = true
+        let prepared = PreparedStoredResponse(marked.info, directives: found.prepared.directives, rules: configuration.rules)
+        let (ttl, useful) = storeTTL(prepared)
+        guard useful || Validation.hasValidator(marked.response.headerFields) else {
+            await store.remove([found.key])
+            return
+        }
+        await store.setEnvelope(found.key, .response(marked), prepared: prepared, ttl: ttl)
     }
 
     /// Whether `error` says the origin could not be reached: the transport's ``HTTPTransportError`` of kind

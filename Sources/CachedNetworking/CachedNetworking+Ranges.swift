@@ -5,7 +5,7 @@ import NIOCore
 /// Range requests answered from stored complete responses (RFC 9110 §14, §13.1.5), through
 /// ``CachedNetworking/respondConditional(_:body:policy:transport:)``: a `206` for one satisfiable range, a `416`
 /// for none, the whole `200` for several (RFC 9110 §14.2 lets a server ignore `Range`), for an invalid `Range` or
-/// another unit, or when `If-Range` does not match.
+/// another unit, or when `If-Range` does not match. Stored partial responses are in CachedNetworking+Partials.swift.
 extension CachedNetworking {
     /// `ranges` of `answer` when it is a whole `200` that `ifRange` (if any) matches.
     static func part(of answer: CachedResponse, ranges: ByteRanges, ifRange: String?) -> CachedResponse {

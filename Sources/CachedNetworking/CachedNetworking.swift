@@ -286,11 +286,18 @@ public final class CachedNetworking: Sendable {
             if directives.onlyIfCached { return gatewayTimeout(context) }
             return try await validate(found, decision: decision, context: context, lookup: lookup ?? Lookup(found: found))
         }
+        // A stored partial response answers a range request wholly within it (RFC 9111 §3.3).
+        if let clientConditional, let partial = lookup?.partial, policy.base != .reloadIgnoringLocalCacheData,
+            let answer = servedFromPartial(partial, request: clientConditional, policy: policy, directives: directives)
+        {
+            return answer
+        }
         if directives.onlyIfCached { return gatewayTimeout(context) }
         let missLookup = lookup ?? found.map(Lookup.init(found:)) ?? Lookup(entryKey: nil)
         metrics.misses.increment()
         let reason: CacheStatus.ForwardReason =
-            policy.base == .reloadIgnoringLocalCacheData ? .request : missLookup.varyMiss ? .varyMiss : .uriMiss
+            policy.base == .reloadIgnoringLocalCacheData
+            ? .request : missLookup.varyMiss ? .varyMiss : missLookup.partial != nil ? .partial : .uriMiss
         if let clientConditional {
             // No stored response to evaluate the client's conditions against: they are meant for the origin
             // (RFC 9111 §4.3.2). The request goes as it is, alone (its answer depends on its own conditions); a
@@ -310,9 +317,11 @@ public final class CachedNetworking: Sendable {
     /// The request without those fields is answered as any other (a fresh stored response served, a stale one
     /// validated with the cache's own validators and updated or replaced, a response fetched); then the client's
     /// conditions are evaluated against that answer: `304 Not Modified` when they say the client's copy is
-    /// current, else a GET's range is cut from it (``part(of:ranges:ifRange:)``). Only when no stored response
-    /// could be used does the request go to the origin with the client's fields, whose answer is the origin's to
-    /// give and is passed on as it is (a whole `200` it sends instead of a range is still cut).
+    /// current, else a GET's range is cut from it (``part(of:ranges:ifRange:)``). When no complete stored response
+    /// could be used, a stored partial one answers a range wholly within it
+    /// (``servedFromPartial(_:request:policy:directives:)``); otherwise the request goes to the origin with the
+    /// client's fields, whose answer is the origin's to give and is passed on as it is (a whole `200` it sends
+    /// instead of a range is still cut; a `206` is stored as a partial response when it may be).
     private func respondConditional(
         _ request: HTTPRequest,
         body: ByteBuffer?,
@@ -545,19 +554,35 @@ public final class CachedNetworking: Sendable {
         ownResponse(read, entryKey: entryKey, method: context.method, uri: context.uri)
     }
 
-    /// ``ownResponse(_:entryKey:context:)`` for a request with `method` and normalized URI `uri`.
+    /// ``ownResponse(_:entryKey:context:)`` for a request with `method` and normalized URI `uri`. A partial
+    /// response is not one: it never answers a request as a whole (RFC 9111 §3.3; see ``ownPartial(_:entryKey:context:)``).
     func ownResponse(_ read: StoreRead<EnvelopeRead>, entryKey: String, method: HTTPRequest.Method, uri: String) -> FoundEntry? {
         guard case .value(.found(let decoded)) = read, let response = decoded.response, response.entry.varyValues.isEmpty,
-            response.entry.method == method.rawValue, response.entry.uri == uri
+            response.entry.method == method.rawValue, response.entry.uri == uri, response.entry.parts == nil
+        else { return nil }
+        return FoundEntry(stored: response, key: entryKey)
+    }
+
+    /// The partial response to `context`'s method and URI when `read`, the envelope under `entryKey`, holds one.
+    func ownPartial(_ read: StoreRead<EnvelopeRead>, entryKey: String, context: RequestContext) -> FoundEntry? {
+        guard case .value(.found(let decoded)) = read, let response = decoded.response, response.entry.parts != nil,
+            response.entry.varyValues.isEmpty, response.entry.method == context.method.rawValue,
+            response.entry.uri == context.uri
         else { return nil }
         return FoundEntry(stored: response, key: entryKey)
     }
 
     /// What `read`, the envelope under `entryKey`, means for `context` when no further store call is needed: a
-    /// failed read, nothing stored, or the response to this method and URI. nil otherwise (a `Vary` index, or a
-    /// value that is not this request's: see ``examine(_:entryKey:context:)``).
+    /// failed read, nothing stored, the response to this method and URI, or a partial one (no entry, and
+    /// ``Lookup/partial``). nil otherwise (a `Vary` index, or a value that is not this request's: see
+    /// ``examine(_:entryKey:context:)``).
     func examineNow(_ read: StoreRead<EnvelopeRead>, entryKey: String, context: RequestContext) -> Lookup? {
         if let found = ownResponse(read, entryKey: entryKey, context: context) { return Lookup(found: found) }
+        if let partial = ownPartial(read, entryKey: entryKey, context: context) {
+            var lookup = Lookup(entryKey: entryKey)
+            lookup.partial = partial
+            return lookup
+        }
         switch read {
         case .failed: return Lookup(entryKey: nil)
         case .value(.missing): return Lookup(entryKey: entryKey)
@@ -582,7 +607,7 @@ public final class CachedNetworking: Sendable {
             let variantKey = CacheKeys.variantKey(entryKey: entryKey, nonce: index.nonce, hash: hash)
             guard let variantRead = await store.getEnvelope(variantKey, rules: configuration.rules).value else { return lookup }
             if case .found(let variant) = variantRead, let response = variant.response,
-                response.entry.method == method, response.entry.uri == context.uri,
+                response.entry.method == method, response.entry.uri == context.uri, response.entry.parts == nil,
                 response.entry.varyValues.map(\.0) == vary.fieldNames, response.entry.varyValues.map(\.1) == values
             {
                 lookup.entry = FoundEntry(stored: response, key: variantKey)
@@ -884,6 +909,8 @@ struct Lookup: Sendable {
     var index: CacheEnvelope.VaryIndex?
     var entry: FoundEntry?
     var varyMiss = false
+    /// A partial response stored under ``entryKey`` (RFC 9111 §3.3), when there is no complete one.
+    var partial: FoundEntry?
 
     init(entryKey: String?) { self.entryKey = entryKey }
 

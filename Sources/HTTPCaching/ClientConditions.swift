@@ -174,6 +174,10 @@ public struct EntityTag: Sendable, Hashable {
     /// or not.
     public func weaklyMatches(_ other: EntityTag) -> Bool { opaqueTag == other.opaqueTag }
 
+    /// Whether the two tags match by the strong comparison (RFC 9110 §8.8.3.2): neither is weak and their opaque
+    /// tags are equal.
+    public func stronglyMatches(_ other: EntityTag) -> Bool { !isWeak && !other.isWeak && opaqueTag == other.opaqueTag }
+
     /// The entity tags of a comma-separated list; members that are not entity tags are skipped (up to the next
     /// comma outside quotes). Commas may appear inside an opaque tag.
     public static func list(_ text: some StringProtocol) -> [EntityTag] {

@@ -9,7 +9,7 @@ public import HTTPTypes
 public struct FreshnessLifetime: Sendable, Hashable {
     /// Which rule gave the lifetime.
     public struct Source: Sendable, Hashable, CustomStringConvertible {
-        fileprivate enum Base: Sendable, Hashable { case sharedMaxAge, maxAge, expires, heuristic, none, override }
+        fileprivate enum Base: Sendable, Hashable { case sharedMaxAge, maxAge, expires, heuristic, none, override, markedStale }
         fileprivate let base: Base
 
         /// `Cache-Control: s-maxage`.
@@ -24,6 +24,9 @@ public struct FreshnessLifetime: Sendable, Hashable {
         public static let none = Source(base: .none)
         /// A lifetime the cache's configuration imposed.
         public static let override = Source(base: .override)
+        /// Zero: the cache considers the stored response stale whatever it says (RFC 9111 §4.3.5), until it is
+        /// validated or replaced.
+        public static let markedStale = Source(base: .markedStale)
 
         public var description: String {
             switch base {
@@ -33,6 +36,7 @@ public struct FreshnessLifetime: Sendable, Hashable {
             case .heuristic: "heuristic"
             case .none: "none"
             case .override: "override"
+            case .markedStale: "marked stale"
             }
         }
     }

@@ -16,13 +16,19 @@ public struct StoredResponseInfo: Sendable, Hashable {
     /// A freshness lifetime imposed by configuration, replacing the one the origin gave; nil to use the
     /// origin's.
     public var lifetimeOverride: Int?
+    /// Whether the cache considers the response stale whatever its freshness lifetime (a HEAD response disagreed
+    /// with it, RFC 9111 §4.3.5): its lifetime is zero until it is validated or replaced.
+    public var markedStale: Bool
 
     /// Describes a stored response.
-    public init(response: HTTPResponse, requestTime: Date, responseTime: Date, lifetimeOverride: Int? = nil) {
+    public init(
+        response: HTTPResponse, requestTime: Date, responseTime: Date, lifetimeOverride: Int? = nil, markedStale: Bool = false
+    ) {
         self.response = response
         self.requestTime = requestTime
         self.responseTime = responseTime
         self.lifetimeOverride = lifetimeOverride
+        self.markedStale = markedStale
     }
 }
 
@@ -173,8 +179,8 @@ public struct PreparedStoredResponse: Sendable, Hashable {
     public let info: StoredResponseInfo
     /// The stored response's `Cache-Control`.
     public let directives: ResponseCacheControl
-    /// Its freshness lifetime: the override when there is one, else the one its header fields give under the
-    /// rules it was prepared with.
+    /// Its freshness lifetime: zero when it is marked stale, else the override when there is one, else the one its
+    /// header fields give under the rules it was prepared with.
     public let freshnessLifetime: FreshnessLifetime
     /// `corrected_initial_age` (RFC 9111 §4.2.3): its age when it was received.
     public let correctedInitialAge: Int
@@ -199,7 +205,9 @@ public struct PreparedStoredResponse: Sendable, Hashable {
         info = stored
         self.directives = directives
         freshnessLifetime =
-            stored.lifetimeOverride.map { FreshnessLifetime(seconds: $0, source: .override) }
+            stored.markedStale
+            ? FreshnessLifetime(seconds: 0, source: .markedStale)
+            : stored.lifetimeOverride.map { FreshnessLifetime(seconds: $0, source: .override) }
             ?? FreshnessLifetime.of(stored.response, directives: directives, responseTime: stored.responseTime, rules: rules)
         correctedInitialAge = AgeCalculation(
             headerFields: stored.response.headerFields,

@@ -24,14 +24,14 @@ public struct CachingRules: Sendable, Hashable {
     public init() {}
 }
 
-/// Status codes that are heuristically cacheable (RFC 9110 §15.1): storable without explicit freshness.
-/// (206 is heuristically cacheable too, but this cache does not store partial content.)
 /// The final status codes whose caching rules this cache implements, for `must-understand` (RFC 9111 §3): those
-/// RFC 9110 defines, but 206 (partial responses are not stored) and 304 (it updates a stored response).
-public let understoodStatusCodes: Set<Int> = Set([200, 201, 202, 203, 204, 205])
+/// RFC 9110 defines, but 304 (it updates a stored response). 206 is stored as a partial response when its
+/// `Content-Range` and validator allow (RFC 9111 §3.3; ``ContentRange``, ``PartialContent``).
+public let understoodStatusCodes: Set<Int> = Set([200, 201, 202, 203, 204, 205, 206])
     .union(300...303).union([305, 307, 308]).union(400...417).union([421, 422, 426]).union(500...505)
 
-public let heuristicallyCacheableStatusCodes: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
+/// Status codes that are heuristically cacheable (RFC 9110 §15.1): storable without explicit freshness.
+public let heuristicallyCacheableStatusCodes: Set<Int> = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501]
 
 /// Whether a response may be stored by a shared cache, and why not.
 public struct StorageDecision: Sendable, Hashable, CustomStringConvertible {
@@ -49,7 +49,8 @@ public struct StorageDecision: Sendable, Hashable, CustomStringConvertible {
         public static let methodNotCacheable = Reason(base: .methodNotCacheable)
         /// The status code is informational (1xx).
         public static let statusNotFinal = Reason(base: .statusNotFinal)
-        /// The status code is one whose caching this cache does not implement (206 and 304).
+        /// The status code is one whose caching this cache does not implement (304, which updates a stored
+        /// response instead).
         public static let statusNotUnderstood = Reason(base: .statusNotUnderstood)
         /// The request carried `Cache-Control: no-store`.
         public static let requestNoStore = Reason(base: .requestNoStore)
@@ -137,7 +138,7 @@ public struct StorageDecision: Sendable, Hashable, CustomStringConvertible {
             }
         } else {
             if directives.noStore { return StorageDecision(reason: .responseNoStore) }
-            guard code != 206 && code != 304 else { return StorageDecision(reason: .statusNotUnderstood) }
+            guard code != 304 else { return StorageDecision(reason: .statusNotUnderstood) }
         }
         if directives.private != nil { return StorageDecision(reason: .privateResponse) }
         if request.headerFields[.authorization] != nil

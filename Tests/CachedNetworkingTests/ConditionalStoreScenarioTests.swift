@@ -1,5 +1,4 @@
-import CachedNetworking
-import CachedNetworkingRedis
+@testable import CachedNetworking
 import CachedNetworkingTesting
 import CachedTestSupport
 import Foundation
@@ -66,39 +65,16 @@ struct ConditionalStoreScenarioTests {
         var received: [HTTPRequest] { origin.requests.map(\.request) }
     }
 
-    /// A cache over a fresh store of `kind` and a namespace of its own; `body` runs with it, and the store is shut
-    /// down after.
+    /// ``withScenarioCache(_:configure:_:)`` with the scenario's ``Setup``.
     func withCache(
         _ kind: StoreUnderTest,
         configure: (inout CachedNetworking.Configuration) -> Void = { _ in },
         _ body: (Setup) async throws -> Void
     ) async throws {
-        let clock = ManualCacheClock()
-        let store: any CacheStore
-        if let serverKind = kind.serverKind {
-            let server = try LiveServersTrait.server(serverKind)
-            var configuration = try RESPStore.Configuration(url: "redis://127.0.0.1:\(server.port)")
-            configuration.commandTimeout = .seconds(5)
-            store = RESPStore(configuration: configuration)
-        } else {
-            store = MemoryStore(cleanupInterval: nil, clock: clock)
+        try await withScenarioCache(kind, configure: configure) { cache, origin, clock in
+            try await body(
+                Setup(cache: cache, origin: origin, clock: clock, store: cache.store.store, configuration: cache.configuration))
         }
-        var configuration = CachedNetworking.Configuration()
-        configuration.clock = clock
-        configuration.namespace = "conditional-\(UUID().uuidString)"
-        // Every read goes to the store itself, whatever the store.
-        configuration.decodedEntryMemory = 0
-        configuration.storeTimeout = .seconds(5)
-        configure(&configuration)
-        let origin = FakeHTTPTransport()
-        let cache = CachedNetworking(store: store, transport: origin, configuration: configuration)
-        do {
-            try await body(Setup(cache: cache, origin: origin, clock: clock, store: store, configuration: configuration))
-        } catch {
-            await store.shutdown()
-            throw error
-        }
-        await store.shutdown()
     }
 
     // MARK: - Client conditionals (RFC 9111 §4.3.2)
@@ -328,7 +304,7 @@ struct ConditionalStoreScenarioTests {
     }
 
     @Test(
-        "RFC 9111 §4.3.5: a HEAD response that agrees with the stored GET updates its header fields; one that differs removes it",
+        "RFC 9111 §4.3.5: a HEAD response that agrees with the stored GET updates its header fields; one that differs marks it stale",
         arguments: StoreUnderTest.allCases)
     func test_RFC9111_4_3_5_headUpdatesStoredGet(_ kind: StoreUnderTest) async throws {
         try await withCache(kind) { s in
@@ -353,15 +329,49 @@ struct ConditionalStoreScenarioTests {
             #expect(updated.headerFields[.age] == "500")
             #expect(s.origin.requests.filter { $0.request.method == .get }.count == 1)
 
-            // A HEAD response with another ETag: the stored GET is out of date, so it is removed.
+            // A HEAD response with another ETag: the stored GET is considered stale (not removed), so the next GET
+            // validates it with its own validator, and the origin's new response replaces it.
             s.advance(200)
             #expect(try await s.run(method: .head).source == .network)
             let refetched = try await s.run()
             #expect(refetched.source == .network)
-            #expect(refetched.cacheStatus.forward == .uriMiss)
+            #expect(refetched.cacheStatus.forward == .stale)
+            #expect(s.received.last?.headerFields[.ifNoneMatch] == "\"v1\"")
             #expect(String(buffer: refetched.body) == "new body")
         }
     }
+
+    @Test(
+        "RFC 9111 §4.3.5: a HEAD response with Content-Length: 0 marks the stored GET stale and leaves its Content-Length and body",
+        arguments: StoreUnderTest.allCases)
+    func test_RFC9111_4_3_5_headZeroLengthMarksStale(_ kind: StoreUnderTest) async throws {
+        try await withCache(kind) { s in
+            s.script([
+                (.ok, [("Cache-Control", "max-age=600"), ("ETag", "\"v1\""), ("Content-Length", "4")], "body"),
+                (.notModified, [("Cache-Control", "max-age=600"), ("ETag", "\"v1\"")], ""),
+            ])
+            s.script(method: .head, [
+                (.ok, [("Cache-Control", "max-age=600"), ("ETag", "\"v1\""), ("Content-Length", "0"), ("X-Head", "1")], "")
+            ])
+            _ = try await s.run()
+            s.advance(10)
+            #expect(try await s.run(method: .head).source == .network)
+            // Fresh by its own lifetime, but stale now: validated, not served as it is, and not updated by the HEAD.
+            let validated = try await s.run()
+            #expect(validated.source == .revalidated)
+            #expect(s.received.last?.headerFields[.ifNoneMatch] == "\"v1\"")
+            #expect(String(buffer: validated.body) == "body")
+            #expect(validated.headerFields[.contentLength] == "4")
+            #expect(validated.headerFields[HTTPField.Name("X-Head")!] == nil)
+            // The 304 made it fresh again.
+            let hit = try await s.run()
+            #expect(hit.source == .cache)
+            #expect(hit.headerFields[.contentLength] == "4")
+            #expect(String(buffer: hit.body) == "body")
+            #expect(s.origin.requests.filter { $0.request.method == .get }.count == 2)
+        }
+    }
+
 
     // MARK: - Variants
 

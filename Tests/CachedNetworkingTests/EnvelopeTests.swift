@@ -1,5 +1,6 @@
 @testable import CachedNetworking
 import Foundation
+import HTTPCaching
 import HTTPTypes
 import NIOCore
 import Testing
@@ -20,6 +21,68 @@ struct EnvelopeTests {
     @Test("a response entry round-trips")
     func responseRoundTrip() {
         #expect(CacheEnvelope.decode(CacheEnvelope.response(entry).encoded()) == .response(entry))
+    }
+
+    /// A partial entry holding bytes 2-4 and 10-11 of a 20-byte representation.
+    var partialEntry: StoredEntry {
+        var partial = entry
+        partial.varyValues = []
+        partial.response = HTTPResponse(
+            status: .partialContent, headerFields: [.eTag: "\"x\"", .contentRange: "bytes 10-11/20"])
+        partial.body = ByteBuffer(string: "cdekl")
+        partial.parts = StoredParts(completeLength: 20, ranges: ByteRangeSet([2...4, 10...11]))
+        return partial
+    }
+
+    @Test("RFC 9111 §3.3: a partial entry round-trips as kind 4; a complete one is still written as kind 1")
+    func partialRoundTrip() {
+        let bytes = CacheEnvelope.response(partialEntry).encoded()
+        #expect(bytes.getInteger(at: 5, as: UInt8.self) == 4)
+        #expect(CacheEnvelope.decode(bytes) == .response(partialEntry))
+        #expect(CacheEnvelope.response(entry).encoded().getInteger(at: 5, as: UInt8.self) == 1)
+    }
+
+    /// The partial entry encoded with `ranges` in place of its own (written by hand: a set would merge or
+    /// reorder them).
+    func partialEncoded(ranges: [ClosedRange<Int>]) -> ByteBuffer {
+        var head = Array(CacheEnvelope.response(partialEntry).encoded().readableBytesView.dropLast(8))
+        // The ranges come just before the body: its u32 length and its 5 bytes.
+        let rangesEnd = head.count - 4 - 5
+        let rangesStart = rangesEnd - 2 - 16 * partialEntry.parts!.ranges.ranges.count
+        var replacement = ByteBuffer()
+        replacement.writeInteger(UInt16(ranges.count))
+        for range in ranges {
+            replacement.writeInteger(UInt64(range.lowerBound))
+            replacement.writeInteger(UInt64(range.upperBound))
+        }
+        head.replaceSubrange(rangesStart..<rangesEnd, with: Array(replacement.readableBytesView))
+        let checksum = head.withUnsafeBytes { CacheEnvelope.checksum($0, version: 2) }
+        var bytes = ByteBuffer(bytes: head)
+        bytes.writeInteger(checksum)
+        return bytes
+    }
+
+    @Test("RFC 9111 §3.3: a partial entry whose ranges do not match its body, overlap, touch, are out of order or past the length reads as nothing",
+          arguments: [[2...4, 10...12], [10...11, 2...4], [2...4, 5...6], [2...4, 18...20], []] as [[ClosedRange<Int>]])
+    func partialInconsistent(ranges: [ClosedRange<Int>]) {
+        #expect(CacheEnvelope.decode(partialEncoded(ranges: ranges)) == nil)
+    }
+
+    @Test("RFC 9111 §3.3: other consistent ranges written by hand read back")
+    func partialRewritten() throws {
+        guard case .response(let decoded) = try #require(CacheEnvelope.decode(partialEncoded(ranges: [0...1, 17...19])))
+        else { Issue.record("not a response"); return }
+        #expect(decoded.parts?.ranges.ranges == [0...1, 17...19])
+    }
+
+    @Test("RFC 9111 §4.3.5: a response marked stale round-trips as kind 5")
+    func markedStaleRoundTrip() {
+        var marked = entry
+        marked.markedStale = true
+        let bytes = CacheEnvelope.response(marked).encoded()
+        #expect(bytes.getInteger(at: 5, as: UInt8.self) == 5)
+        #expect(CacheEnvelope.decode(bytes) == .response(marked))
+        #expect(CacheEnvelope.decode(bytes) != .response(entry))
     }
 
     @Test("a vary index round-trips")

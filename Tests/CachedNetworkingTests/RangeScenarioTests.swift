@@ -146,7 +146,7 @@ struct RangeScenarioTests {
             #expect(String(buffer: part.body) == "12")
             #expect(part.source == .network)
             #expect(!part.cacheStatus.stored)
-            // Nothing was stored: the whole is fetched next, then serves ranges.
+            // Nothing was stored (the 206 has no strong validator): the whole is fetched next, then serves ranges.
             let whole = try await cache.run(Self.request())
             #expect(whole.source == .network)
             let cut = try await cache.run(Self.request([(.range, "bytes=1-2")]))

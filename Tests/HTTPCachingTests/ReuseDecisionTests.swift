@@ -37,6 +37,24 @@ struct ReuseDecisionTests {
         #expect(decision.timeToLive == 0)
     }
 
+    @Test("RFC 9111 §4.3.5: a response marked stale is stale whatever its lifetime or an override; stale windows still apply")
+    func markedStale() {
+        func decide(_ cacheControl: String, override: Int? = nil, request: String = "") -> ReuseDecision {
+            let stored = StoredResponseInfo(
+                response: response(200, [("Cache-Control", cacheControl), ("Date", HTTPDate.format(epoch))]),
+                requestTime: epoch, responseTime: epoch, lifetimeOverride: override, markedStale: true)
+            return ReuseDecision.evaluate(stored: stored, requestDirectives: RequestCacheControl(parsing: request), now: at(5))
+        }
+        #expect(decide("max-age=600").action == .validate)
+        #expect(!decide("max-age=600").isFresh)
+        #expect(decide("max-age=600", override: 600).action == .validate)
+        #expect(decide("max-age=600, stale-while-revalidate=60").action == .serveStaleWhileRevalidating)
+        #expect(decide("max-age=600", request: "max-stale=10").action == .serveStale)
+        #expect(PreparedStoredResponse(
+            StoredResponseInfo(response: response(200), requestTime: epoch, responseTime: epoch, markedStale: true)
+        ).freshnessLifetime.source == .markedStale)
+    }
+
     @Test("request no-cache always validates")
     func requestNoCache() {
         #expect(decide("max-age=60", after: 1, request: "no-cache").action == .validate)

@@ -60,7 +60,9 @@ struct StorabilityTests {
     @Test("must-understand overrides no-store for an understood status")
     func mustUnderstand() {
         #expect(decide(response(200, [("Cache-Control", "must-understand, no-store, max-age=5")])) == .storable)
-        #expect(decide(response(206, [("Cache-Control", "must-understand, no-store")])) == .responseNoStore)
+        #expect(decide(response(304, [("Cache-Control", "must-understand, no-store")])) == .responseNoStore)
+        // RFC 9111 §3.3: the cache stores partial responses, so it understands 206.
+        #expect(decide(response(206, [("Cache-Control", "must-understand, no-store, max-age=5")])) == .storable)
     }
 
     @Test("must-understand with a status code the cache does not implement: never stored, no-store or not",
@@ -86,9 +88,11 @@ struct StorabilityTests {
         }
     }
 
-    @Test("206 and 304 are not stored")
+    @Test("RFC 9111 §3.3: a 206 may be stored (heuristically cacheable too); a 304 is not stored")
     func partialAndNotModified() {
-        #expect(decide(response(206, [("Cache-Control", "max-age=60")])) == .statusNotUnderstood)
+        #expect(decide(response(206, [("Cache-Control", "max-age=60")])) == .storable)
+        #expect(decide(response(206, [("Last-Modified", "Mon, 01 Jan 2024 00:00:00 GMT")])) == .storable)
+        #expect(decide(response(206, [("Cache-Control", "no-store")])) == .responseNoStore)
         #expect(decide(response(304, [("Cache-Control", "max-age=60")])) == .statusNotUnderstood)
     }
 

@@ -145,10 +145,13 @@ extension CachedNetworking {
         member.forward = forward
         member.stored = stored.entry != nil
         let vary = Vary(answer.response.headerFields)
+        // A 206's body is one part: it names no stored entry, whose body is another (the parts combined, or the
+        // whole once complete), as a range cut from a stored response does not.
+        let entry = answer.response.status.code == 206 ? nil : stored.entry
         return .success(
             FlightOutcome(
                 response: answer.response, body: answer.body, status: member, source: .network,
-                entry: stored.entry, shareable: stored.shareable, vary: vary,
+                entry: entry, shareable: stored.shareable, vary: vary,
                 varyValues: vary?.selectingValues(from: context.request.headerFields) ?? []))
     }
 
@@ -178,11 +181,18 @@ extension CachedNetworking {
         }
         switch cleaned.status.code {
         case 206:
+            // A range where a validation expected the whole: the stored response is not confirmed, and is removed.
+            if let existing {
+                await store.remove([existing.key])
+                return (nil, context.request.headerFields[.range] != nil)
+            }
             return await storePartial(
                 answer, context: context, lookup: lookup, entryKey: entryKey, requestTime: requestTime,
                 responseTime: responseTime, directives: responseDirectives)
         case 416:
-            // It says a client's range cannot be satisfied: no answer to any other request (RFC 9110 §15.5.17).
+            // It says a client's range cannot be satisfied: no answer to any other request (RFC 9110 §15.5.17). A
+            // stored response it was meant to validate is not confirmed, and is removed.
+            if let existing { await store.remove([existing.key]) }
             return (nil, false)
         default:
             break
@@ -436,6 +446,11 @@ extension CachedNetworking {
         marked.markedStale = true
         let prepared = PreparedStoredResponse(marked.info, directives: found.prepared.directives, rules: configuration.rules)
         let (ttl, useful) = storeTTL(prepared)
+        // Only over the response it was read as: one stored meanwhile (by a GET) is newer than what the HEAD
+        // contradicted, and is left alone.
+        guard case .value(.found(let current)) = await store.getEnvelope(found.key, rules: configuration.rules),
+            current.response?.version == found.stored.version
+        else { return }
         guard useful || Validation.hasValidator(marked.response.headerFields) else {
             await store.remove([found.key])
             return

@@ -62,6 +62,7 @@ extension CachedNetworking {
             age: partial.prepared.currentAge(now: now), omitting: decision.fieldsToOmitWhenServed, status: nil)
         response.headerFields[.contentRange] = ContentRange.value(range, completeLength: parts.completeLength)
         response.headerFields[.contentLength] = String(range.count)
+        PartialContent.removeContentDigests(from: &response.headerFields)
         return makeResponse(response, body: slice, source: decision.isFresh ? .cache : .stale, status: member, entry: nil)
     }
 
@@ -78,39 +79,75 @@ extension CachedNetworking {
         directives: ResponseCacheControl
     ) async -> (entry: CachedResponse.EntryIdentity?, shareable: Bool) {
         let fields = answer.response.headerFields
+        // A 206 to a request without `Range` answers that request alone: not for requests sharing its fetch.
+        let shareable = context.request.headerFields[.range] != nil
         guard context.method == .get, lookup.entry == nil, Vary(fields) == nil,
+            !PartialContent.isMultipart(fields),
             let received = ContentRange(fields), received.range.count == answer.body.readableBytes,
             PartialContent.strongValidator(fields) != nil
-        else { return (nil, true) }
+        else { return (nil, shareable) }
+        // Read, combined and written one at a time per entry in this process, from the entry as it is now (not
+        // as `lookup` found it when the request started): concurrent range requests for one URL each add their
+        // part instead of the last write dropping the others', and a complete response stored meanwhile stays.
+        return await partialWrites.withLock(entryKey) {
+            let current = await examine(
+                await store.getEnvelope(entryKey, rules: configuration.rules), entryKey: entryKey, context: context)
+            guard current.entry == nil else { return (nil, shareable) }
+            let stored = await combine(
+                answer, received: received, with: current, context: context, entryKey: entryKey,
+                requestTime: requestTime, responseTime: responseTime)
+            return (stored, shareable)
+        }
+    }
+
+    /// ``storePartial(_:context:lookup:entryKey:requestTime:responseTime:directives:)`` once the entry's lock is
+    /// held: `answer`, whose part is `received`, combined with the partial entry `current` holds (when they share
+    /// a strong validator and length) and written; the stored entry's identity, nil when nothing was written.
+    private func combine(
+        _ answer: HTTPTransportResponse,
+        received: ContentRange,
+        with current: Lookup,
+        context: RequestContext,
+        entryKey: String,
+        requestTime: Date,
+        responseTime: Date
+    ) async -> CachedResponse.EntryIdentity? {
+        let fields = answer.response.headerFields
         var previous: (parts: StoredParts, body: ByteBuffer)? = nil
-        if let stored = lookup.partial, let parts = stored.entry.parts, parts.completeLength == received.completeLength,
+        var response = answer.response
+        if let stored = current.partial, let parts = stored.entry.parts, parts.completeLength == received.completeLength,
             PartialContent.combinable(stored: stored.entry.response.headerFields, new: fields)
         {
             previous = (parts, stored.entry.body)
+            // RFC 9111 §3.4: the new response's fields replace the stored ones of the same name (as a 304's do,
+            // §3.2); the others are kept. A digest of the new part's bytes describes no other part.
+            response.headerFields = Validation.merging(stored.entry.response.headerFields, with: fields)
         }
+        PartialContent.removeContentDigests(from: &response.headerFields)
         var ranges = previous?.parts.ranges ?? ByteRangeSet()
         ranges.insert(received.range)
         guard ranges.ranges.count <= Self.maximumStoredParts, ranges.byteCount <= configuration.maximumStoredBodySize,
             let body = Self.combining(previous, with: received.range, body: answer.body, into: ranges)
         else {
             // Not stored; a stored partial of another representation is out of date.
-            if previous == nil, let outdated = lookup.partial { await store.remove([outdated.key]) }
-            return (nil, true)
+            if previous == nil, let outdated = current.partial { await store.remove([outdated.key]) }
+            return nil
         }
         if ranges.isComplete(length: received.completeLength) {
-            var complete = answer.response
+            var complete = response
             complete.status = .ok
             complete.headerFields[.contentRange] = nil
             complete.headerFields[.contentLength] = String(received.completeLength)
             return await storeResponse(
-                HTTPTransportResponse(response: complete, body: body), context: context, lookup: lookup,
-                requestTime: requestTime, responseTime: responseTime)
+                HTTPTransportResponse(response: complete, body: body), context: context, lookup: current,
+                requestTime: requestTime, responseTime: responseTime
+            ).entry
         }
         let entry = StoredEntry(
             method: context.method.rawValue,
             uri: context.uri,
             varyValues: [],
-            response: answer.response,
+            response: response,
             body: body,
             storedAt: now(),
             requestTime: requestTime,
@@ -118,12 +155,14 @@ extension CachedNetworking {
             lifetimeOverride: configuration.lifetimeOverride(for: context.request).map { Int($0.components.seconds) },
             parts: StoredParts(completeLength: received.completeLength, ranges: ranges)
         )
-        let prepared = PreparedStoredResponse(entry.info, directives: directives, rules: configuration.rules)
+        let prepared = PreparedStoredResponse(
+            entry.info, directives: ResponseCacheControl(response.headerFields, rules: configuration.rules),
+            rules: configuration.rules)
         guard await store.setEnvelope(entryKey, .response(entry), prepared: prepared, ttl: storeTTL(prepared).ttl) else {
-            return (nil, true)
+            return nil
         }
         metrics.stores.increment()
-        return (CachedResponse.EntryIdentity(key: entryKey, version: entry.version), true)
+        return CachedResponse.EntryIdentity(key: entryKey, version: entry.version)
     }
 
     /// The bytes of `ranges`, in order: those of `received` from `body`, the others from `previous` (the parts

@@ -38,6 +38,8 @@ public final class CachedNetworking: Sendable {
     /// The tracer the cache's spans go to, resolved once (``Configuration/tracer``).
     let tracing: CacheTracing
     let flights = SingleFlight<FlightKey, FlightResult>()
+    /// One read-combine-write of a partial entry at a time per entry key (``storePartial``).
+    let partialWrites = KeyedLock()
     /// The value of the leases this cache takes: random, made once (leases are only ever tested for presence; the
     /// value tells which cache instance holds one).
     let leaseToken: ByteBuffer

@@ -123,6 +123,25 @@ public enum PartialContent {
         guard let stored = strongValidator(stored), let new = strongValidator(new) else { return false }
         return stored.stronglyMatches(new)
     }
+
+    /// Whether a response with `fields` is a multipart/byteranges one (RFC 9110 §14.6): several parts, each with
+    /// its own `Content-Range`, which this cache does not store (a top-level `Content-Range` on it is invalid).
+    public static func isMultipart(_ fields: HTTPFields) -> Bool {
+        guard let type = fields[.contentType] else { return false }
+        return type.drop(while: { $0 == " " || $0 == "\t" }).lowercased().hasPrefix("multipart/byteranges")
+    }
+
+    /// The fields that describe a message's content bytes (`Content-Digest`, RFC 9530, and the obsolete
+    /// `Content-MD5`): true of the one part they came with, not of another part or of the parts combined.
+    /// `Repr-Digest`, which describes the whole representation, stays true and is kept.
+    public static let contentDigestFields: [HTTPField.Name] = [
+        HTTPField.Name("Content-Digest")!, HTTPField.Name("Content-MD5")!,
+    ]
+
+    /// `fields` without ``contentDigestFields``.
+    public static func removeContentDigests(from fields: inout HTTPFields) {
+        for name in contentDigestFields where fields[name] != nil { fields[name] = nil }
+    }
 }
 
 extension Array {

@@ -269,7 +269,7 @@ struct PartialStoreScenarioTests {
 
     /// 206 responses that are passed on and not stored.
     enum Unstored: String, CaseIterable, Sendable, CustomTestStringConvertible {
-        case weakETag, noETag, unknownLength, multipart, vary, lengthMismatch, noStore
+        case weakETag, noETag, unknownLength, multipart, multipartWithContentRange, vary, lengthMismatch, noStore
 
         var testDescription: String { rawValue }
 
@@ -284,6 +284,9 @@ struct PartialStoreScenarioTests {
                 fields[.contentRange] = nil
                 fields[.contentType] = "multipart/byteranges; boundary=SEP"
                 body = "--SEP\r\nContent-Range: bytes 2-5/20\r\n\r\ncdef\r\n--SEP--\r\n"
+            case .multipartWithContentRange:
+                // Invalid (a multipart 206 has no Content-Range of its own), even with a body of the right length.
+                fields[.contentType] = "multipart/byteranges; boundary=SEP"
             case .vary: fields[.vary] = "Accept"
             case .lengthMismatch: fields[.contentRange] = "bytes 2-9/20"
             case .noStore: fields[.cacheControl] = "no-store"
@@ -323,6 +326,88 @@ struct PartialStoreScenarioTests {
             let notKept = try await cache.run(Self.range("bytes=10-11"))
             #expect(notKept.source == .network)
             #expect(transport.requestCount(for: Self.url) == 3)
+        }
+    }
+
+    /// A transport that holds every request until `count` have arrived, then passes them all to `next`: the
+    /// requests' cache lookups have then all been made before any answer is stored.
+    actor Barrier: HTTPTransport {
+        let count: Int
+        let next: FakeHTTPTransport
+        private var arrived = 0
+        private var waiting: [CheckedContinuation<Void, Never>] = []
+
+        init(count: Int, next: FakeHTTPTransport) {
+            self.count = count
+            self.next = next
+        }
+
+        func send(_ request: HTTPRequest, body: ByteBuffer?) async throws -> HTTPTransportResponse {
+            arrived += 1
+            if arrived < count {
+                await withCheckedContinuation { waiting.append($0) }
+            } else {
+                for continuation in waiting { continuation.resume() }
+                waiting = []
+            }
+            return try await next.send(request, body: body)
+        }
+    }
+
+    @Test("RFC 9111 §3.4: range requests fetched at the same time each add their part; a 206 names no stored entry",
+          arguments: StoreUnderTest.allCases)
+    func concurrentParts(_ kind: StoreUnderTest) async throws {
+        try await withRangeOrigin(kind) { cache, transport, _, _ in
+            let barrier = Barrier(count: 4, next: transport)
+            let answers = try await withThrowingTaskGroup(of: CachedResponse.self) { group in
+                for range in ["bytes=0-4", "bytes=5-9", "bytes=10-14", "bytes=15-19"] {
+                    group.addTask { try await cache.run(Self.range(range), transport: barrier) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            for answer in answers {
+                #expect(answer.response.status == .partialContent)
+                #expect(answer.source == .network)
+                #expect(answer.entry == nil, "a part's answer names the stored entry")
+            }
+            // Every part was combined: the whole response is stored.
+            let whole = try await cache.run(Self.request())
+            #expect(whole.response.status == .ok)
+            #expect(whole.source == .cache)
+            #expect(String(buffer: whole.body) == Self.letters)
+            #expect(transport.requestCount(for: Self.url) == 4)
+        }
+    }
+
+    @Test("RFC 9111 §3.4: combining keeps the stored fields the new part lacks; a part's Content-Digest is dropped",
+          arguments: StoreUnderTest.allCases)
+    func combinedFields(_ kind: StoreUnderTest) async throws {
+        try await withScenarioCache(kind) { cache, transport, _ in
+            let digest = HTTPField.Name("Content-Digest")!
+            transport.script(Self.url) { request, _ in
+                let first = request.headerFields[.range] == "bytes=0-9"
+                var fields: HTTPFields = [
+                    .cacheControl: "max-age=600", .eTag: "\"v1\"",
+                    .contentRange: first ? "bytes 0-9/20" : "bytes 10-19/20",
+                ]
+                fields[HTTPField.Name(first ? "X-First" : "X-Second")!] = "yes"
+                fields[digest] = first ? "sha-256=:first=:" : "sha-256=:second=:"
+                let letters = Array(Self.letters.utf8)
+                return .init(
+                    status: .partialContent, headerFields: fields,
+                    body: String(decoding: first ? letters[0...9] : letters[10...19], as: UTF8.self))
+            }
+            _ = try await cache.run(Self.range("bytes=0-9"))
+            let slice = try await cache.run(Self.range("bytes=2-3"))
+            #expect(slice.source == .cache)
+            #expect(slice.response.headerFields[digest] == nil, "a slice kept its part's digest")
+            _ = try await cache.run(Self.range("bytes=10-19"))
+            let whole = try await cache.run(Self.request())
+            #expect(whole.source == .cache)
+            #expect(String(buffer: whole.body) == Self.letters)
+            #expect(whole.response.headerFields[HTTPField.Name("X-First")!] == "yes")
+            #expect(whole.response.headerFields[HTTPField.Name("X-Second")!] == "yes")
+            #expect(whole.response.headerFields[digest] == nil, "the whole kept a part's digest")
         }
     }
 }

@@ -172,7 +172,8 @@ struct ServerCommandsLiveTests {
 
     /// Commands that look keys up, in order: each one's effect on keyspace_hits and keyspace_misses is compared
     /// with Redis's. Reads of present and missing keys, writes that also read (GETSET, SET ... GET), writes,
-    /// multi-key commands, and lookups that do not count (MEMORY USAGE, the bitmap writes).
+    /// multi-key commands, MIGRATE of a missing key (a read, answered NOKEY before any connection), and lookups
+    /// that do not count (MEMORY USAGE, the bitmap writes).
     static let lookups: [[String]] = [
         ["SET", "here", "abc"], ["GET", "here"], ["GET", "missing"], ["MGET", "here", "missing", "here"],
         ["STRLEN", "here"], ["STRLEN", "missing"], ["GETRANGE", "here", "0", "-1"], ["GETRANGE", "missing", "0", "1"],
@@ -195,7 +196,7 @@ struct ServerCommandsLiveTests {
         ["LCS", "here", "missing"], ["LCS", "here", "bits"], ["APPEND", "here", "x"], ["APPEND", "new4", "x"],
         ["SETRANGE", "here", "1", "y"], ["INCR", "counter"], ["INCRBY", "counter", "2"],
         ["INCRBYFLOAT", "float", "1.5"], ["MSET", "a", "1", "b", "2"], ["MSETNX", "a", "1", "c", "3"],
-        ["DEL", "missing", "a"], ["GET", "here"],
+        ["DEL", "missing", "a"], ["MIGRATE", "127.0.0.1", "1", "missing", "0", "100"], ["GET", "here"],
     ]
 
     @Test("every command that looks a key up counts keyspace hits and misses as Redis does")

@@ -58,8 +58,9 @@ enum MigrateCommand {
         var restores = ByteBuffer()
         var moving: [Int] = []
         for i in keyArguments {
-            // Looked up as for a write: no hit or miss counted, no `keymiss` event, nothing marked.
-            c.withKeyForWrite(i) { c, shard, _, index in
+            // Looked up as a read, as Redis does: the hit or miss counted, `keymiss` for a missing key, the key
+            // marked.
+            c.withKeyForRead(i) { c, shard, index in
                 guard let index else { return }
                 let entry = shard.entry(at: index)
                 let ttl = entry.expiry.map { max(1, $0 - c.now) } ?? 0

@@ -68,6 +68,7 @@ public final class CacheServerService: Service, Sendable {
                 state.tlsContext = try config.makeTLSContext()
             } catch {
                 logger.warning("\(error)")
+                await io.shutdown()
                 try? await group.shutdownGracefully()
                 throw TLSSetupError()
             }

@@ -65,6 +65,8 @@ final class PlainListener: ConnectionListener {
     /// The handlers' set-up, from ``start(logger:setup:)`` on (nothing is accepted before).
     private let setup: SetupSlot
     private let started = Atomic<Bool>(false)
+    /// Set by ``close()``: the socket closing is then no failure to report.
+    private let closing = Flag()
 
     init(host: String, port: Int, backlog: Int32, acceptLoop: any EventLoop, group: any EventLoopGroup) throws {
         let address = try ListenAddress.tcp(host: host, port: port)
@@ -74,7 +76,7 @@ final class PlainListener: ConnectionListener {
         // As Redis does: an IPv6 address takes only IPv6 connections, so `::` and `0.0.0.0` can share a port.
         if address.protocol == .inet6 { bootstrap = bootstrap.serverChannelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1) }
         do {
-            channel = try Self.waitFor(bootstrap.bind(to: address))
+            channel = try Self.bound(bootstrap.bind(to: address))
         } catch {
             throw ListenError.tcp(address: host, port: port, reason: ListenAddress.reason(error))
         }
@@ -88,7 +90,7 @@ final class PlainListener: ConnectionListener {
         let setup = SetupSlot()
         let bootstrap = Self.bootstrap(acceptLoop: acceptLoop, group: group, backlog: backlog, tcp: false, setup: setup)
         do {
-            channel = try Self.waitFor(bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: false))
+            channel = try Self.bound(bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: false))
         } catch {
             throw ListenError.unixSocket(path: path, reason: ListenAddress.reason(error))
         }
@@ -103,6 +105,14 @@ final class PlainListener: ConnectionListener {
         ConnectionIO.clientOptions(ServerBootstrap(group: acceptLoop, childGroup: group), tcp: tcp)
             .serverChannelOption(.backlog, value: backlog)
             .serverChannelOption(.autoRead, value: false)
+            .serverChannelInitializer { channel in
+                // Out of descriptors or memory, accepting waits 10 ms, as the fast path's listeners do, instead of
+                // failing at once again (the pending connection keeps the socket readable); the failure still
+                // reaches the logger.
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(AcceptBackoffHandler(backoffProvider: backoff))
+                }
+            }
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     guard let setup = setup.value.withLock({ $0 }) else { throw ChannelError.ioOnClosedChannel }
@@ -116,34 +126,65 @@ final class PlainListener: ConnectionListener {
         self.setup.value.withLock { $0 = setup }
         let channel = self.channel
         let place: Logger.Metadata = path.map { ["unixsocket": "\($0)"] } ?? ["port": "\(port ?? 0)"]
+        let closing = self.closing
         channel.eventLoop.execute {
-            // SwiftNIO backs off for a second when accepting fails for want of descriptors or memory; the
-            // failure is logged here, at most once a second.
-            try? channel.pipeline.syncOperations.addHandler(AcceptFailureLogger(logger: logger, place: place))
+            try? channel.pipeline.syncOperations.addHandler(
+                AcceptFailureLogger(logger: logger, place: place) { closing.isSet })
             channel.setOption(.autoRead, value: true).whenSuccess { channel.read() }
         }
     }
 
-    func close() { channel.close(promise: nil) }
+    func close() {
+        closing.set()
+        channel.close(promise: nil)
+    }
 
     func closeAndWait(timeout: Double) {
         close()
-        _ = try? Self.waitFor(channel.closeFuture, timeout: timeout)
+        _ = Self.waitFor(channel.closeFuture, timeout: timeout)
     }
 
-    /// The value of `future`, blocking the calling thread (at most `timeout` seconds).
-    private static func waitFor<T: Sendable>(_ future: EventLoopFuture<T>, timeout: Double = 30) throws -> T {
+    /// The channel `bind` makes, blocking the calling thread until it is bound (at most 30 seconds: a bind that
+    /// ends later is closed then, and this one fails).
+    private static func bound(_ bind: EventLoopFuture<any Channel>) throws -> any Channel {
+        guard let outcome = waitFor(bind, timeout: 30) else {
+            bind.whenSuccess { $0.close(promise: nil) }
+            throw BindTimeout()
+        }
+        return try outcome.get()
+    }
+
+    private struct BindTimeout: Error, CustomStringConvertible {
+        var description: String { "the bind did not complete within 30 seconds" }
+    }
+
+    /// The outcome of `future`, blocking the calling thread (at most `timeout` seconds); nil when it took longer.
+    private static func waitFor<T: Sendable>(_ future: EventLoopFuture<T>, timeout: Double) -> Result<T, any Error>? {
         let done = DispatchSemaphore(value: 0)
         let result = Mutex<Result<T, any Error>?>(nil)
         future.whenComplete { outcome in
             result.withLock { $0 = outcome }
             done.signal()
         }
-        guard done.wait(timeout: .now() + timeout) == .success, let outcome = result.withLock({ $0 }) else {
-            throw ChannelError.connectTimeout(.seconds(Int64(timeout)))
-        }
-        return try outcome.get()
+        guard done.wait(timeout: .now() + timeout) == .success else { return nil }
+        return result.withLock { $0 }
     }
+}
+
+/// How long a server channel waits before accepting again after `error`: 10 ms when the process is out of
+/// descriptors or memory (connections may close meanwhile), none otherwise (a connection that went away).
+private func backoff(_ error: IOError) -> TimeAmount? {
+    switch error.errnoCode {
+    case EMFILE, ENFILE, ENOBUFS, ENOMEM: .milliseconds(10)
+    default: nil
+    }
+}
+
+/// A flag set once, readable from any thread.
+final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    func set() { value.store(true, ordering: .releasing) }
 }
 
 /// Where a ``PlainListener`` keeps its set-up for the channel initializer it gives SwiftNIO before it has one.
@@ -151,24 +192,48 @@ final class SetupSlot: Sendable {
     let value = Mutex<ConnectionSetup?>(nil)
 }
 
-/// Logs a server channel's accept failures, at most once a second.
+/// Logs what goes wrong on a server channel, in the fast path's words: accepting failing for want of
+/// descriptors or memory (at most once a second), a connection whose set-up failed, and the socket closing
+/// when ``PlainListener/close()`` did not ask for it (it then accepts no more).
 private final class AcceptFailureLogger: ChannelInboundHandler {
     typealias InboundIn = any Channel
     private let logger: Logger
     private let place: Logger.Metadata
+    private let closing: () -> Bool
     private var lastWarning: NIODeadline?
 
-    init(logger: Logger, place: Logger.Metadata) {
+    init(logger: Logger, place: Logger.Metadata, closing: @escaping () -> Bool) {
         self.logger = logger
         self.place = place
+        self.closing = closing
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        let now = NIODeadline.now()
-        if lastWarning.map({ now - $0 >= .seconds(1) }) ?? true {
-            lastWarning = now
-            logger.warning("Accepting client connection: accept: \(ListenAddress.reason(error))", metadata: place)
+        if let error = error as? IOError {
+            switch error.errnoCode {
+            case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                let now = NIODeadline.now()
+                if lastWarning.map({ now - $0 >= .seconds(1) }) ?? true {
+                    lastWarning = now
+                    logger.warning("Accepting client connection: accept: \(ListenAddress.reason(error))", metadata: place)
+                }
+            case ECONNABORTED, EINTR, EAGAIN, EPROTO, EPERM:
+                // The connection went away before it was accepted, or a signal: nothing to report.
+                break
+            default:
+                logger.warning("Accepting client connection: accept: \(ListenAddress.reason(error))", metadata: place)
+            }
+        } else {
+            // A connection's set-up failed (SwiftNIO closed it and reports it here).
+            logger.warning("Could not set up a client connection", metadata: ["error": "\(error)"])
         }
         context.fireErrorCaught(error)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if !closing() {
+            logger.error("Accepting client connection failed, no longer accepting on this socket", metadata: place)
+        }
+        context.fireChannelInactive()
     }
 }

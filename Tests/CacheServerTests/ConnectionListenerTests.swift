@@ -29,6 +29,13 @@ struct ConnectionListenerTests {
         try await group.shutdownGracefully()
     }
 
+    /// Closes `listener` and waits until its close future has completed: before its event loop shuts down, which
+    /// would leave the future's promise unfulfilled.
+    private static func closed(_ listener: any ConnectionListener) async {
+        listener.closeAndWait()
+        try? await listener.closeFuture.get()
+    }
+
     /// Starts `listener` with a set-up that echoes what each connection sends, and records whether the fast path
     /// told the connection's socket.
     private static func startEchoing(_ listener: any ConnectionListener) -> Sockets {
@@ -81,14 +88,14 @@ struct ConnectionListenerTests {
     func servesConnections(fastPath: Bool) async throws {
         try await Self.withIO(fastPath: fastPath) { io in
             let listener = try io.listen(host: "127.0.0.1", port: 0, backlog: 16)
-            defer { listener.closeAndWait() }
-            let port = try #require(listener.port)
+            let port = listener.port ?? 0
             #expect(port > 0 && listener.path == nil)
             let sockets = Self.startEchoing(listener)
             let client = try connectLoopback(port: port)
-            defer { close(client) }
             Self.expectEcho(client)
+            close(client)
             #expect(sockets.told.withLock { $0 } == [fastPath])
+            await Self.closed(listener)
         }
     }
 
@@ -102,6 +109,7 @@ struct ConnectionListenerTests {
             let second = try io.listen(host: "127.0.0.1", port: port, backlog: 16)
             _ = Self.startEchoing(second)
             second.closeAndWait()
+            try await second.closeFuture.get()
             #expect(throws: (any Error).self, "the port still listens") { try connectLoopback(port: port) }
             let third = try io.listen(host: "127.0.0.1", port: port, backlog: 16)
             third.close()
@@ -114,16 +122,16 @@ struct ConnectionListenerTests {
     func bindErrors(fastPath: Bool) async throws {
         try await Self.withIO(fastPath: fastPath) { io in
             let first = try io.listen(host: "127.0.0.1", port: 0, backlog: 16)
-            defer { first.closeAndWait() }
-            let port = try #require(first.port)
+            let port = first.port ?? 0
             let error = #expect(throws: ListenError.self) { try io.listen(host: "127.0.0.1", port: port, backlog: 16) }
             #expect(error?.description == "Could not create server TCP listening socket 127.0.0.1:\(port): Address already in use")
             // An IPv6 listener takes IPv6 only (as Redis's does), so it does not collide with the IPv4 one.
             do {
-                try io.listen(host: "::1", port: port, backlog: 16).closeAndWait()
+                await Self.closed(try io.listen(host: "::1", port: port, backlog: 16))
             } catch let error as ListenError where "\(error)".hasSuffix("Cannot assign requested address") {
                 // No IPv6 loopback on this machine: nothing to check.
             }
+            await Self.closed(first)
         }
     }
 
@@ -143,7 +151,7 @@ struct ConnectionListenerTests {
             let client = try connectUnixSocket(path: path)
             Self.expectEcho(client)
             close(client)
-            listener.closeAndWait()
+            await Self.closed(listener)
             #expect(sockets.told.withLock { $0 } == [fastPath])
 
             let file = directory.appendingPathComponent("file").path

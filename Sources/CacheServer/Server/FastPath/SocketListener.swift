@@ -122,8 +122,8 @@ package final class SocketListener: Sendable {
     package func close() {
         if state.compareExchange(expected: State.idle, desired: State.closed, ordering: .acquiringAndReleasing).exchanged {
             Glibc.close(descriptor)
-            markFinished()
             closed.succeed(())
+            markFinished()
         } else if state.compareExchange(
             expected: State.accepting, desired: State.closing, ordering: .acquiringAndReleasing
         ).exchanged {
@@ -185,7 +185,9 @@ package final class SocketListener: Sendable {
     private func finish() {
         state.store(State.closed, ordering: .releasing)
         Glibc.close(descriptor)
-        markFinished()
+        // Completed before ``closeAndWait()`` returns, so that the completion is on its way to the loop before a
+        // caller that then shuts the loop down does so.
         closed.succeed(())
+        markFinished()
     }
 }

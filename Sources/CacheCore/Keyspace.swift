@@ -80,9 +80,24 @@ public final class Keyspace: Sendable {
     ///
     /// Several threads may evict at once (writes on other event loops, the sweeper): each measures the excess
     /// again after every shard it visits, so that together they evict what the excess is, not that many times.
+    ///
+    /// When a search finds nothing to evict, that is remembered (``MemoryBudget/remembersNothingToEvict(in:)``)
+    /// until a key is written or given a TTL, or the policy, the limit or the databases holding keys change:
+    /// meanwhile a call costs one check, not a look at every shard.
     package func evict(database: Int, shardIndex: Int, now: Int64, keyBudget: Int) -> EvictionOutcome {
         guard budget.isOverLimit else { return .withinLimit }
-        if budget.policy == .noEviction { return .nothingToEvict }
+        if budget.policy == .noEviction || budget.remembersNothingToEvict(in: database) { return .nothingToEvict }
+        budget.beginEvictionSearch(in: database)
+        evictionSearches.add(1, ordering: .relaxed)
+        let outcome = search(database: database, shardIndex: shardIndex, now: now, keyBudget: keyBudget)
+        budget.endEvictionSearch(in: database, foundNothing: outcome == .nothingToEvict)
+        return outcome
+    }
+
+    /// Searches made by ``evict(database:shardIndex:now:keyBudget:)``: the calls that looked at shards.
+    package let evictionSearches = Atomic<Int>(0)
+
+    private func search(database: Int, shardIndex: Int, now: Int64, keyBudget: Int) -> EvictionOutcome {
         var keysLeft = keyBudget
         let inUse = databasesInUse.load(ordering: .relaxed)
         if inUse & ~Self.databaseBit(database) != 0 {
@@ -205,7 +220,8 @@ public final class Keyspace: Sendable {
                 }
             }
         }
-        databasesInUse.store(mask, ordering: .relaxed)
+        // Eviction looks at other databases by this mask: what it found with the old one may be wrong now.
+        if databasesInUse.exchange(mask, ordering: .relaxed) != mask { budget.forgetNothingToEvict() }
     }
 
     /// ``evict(database:shardIndex:now:keyBudget:)`` among the databases of `mask`, one key at a time, moving to
@@ -301,6 +317,8 @@ public final class Keyspace: Sendable {
 
     /// Exchanges the contents of two databases (SWAPDB), atomically for every client.
     public func swapDatabases(_ a: Int, _ b: Int) {
+        // What eviction found in each database is about the other one now.
+        defer { budget.forgetNothingToEvict() }
         guard a != b else {
             // Nothing to exchange, but a change all the same, as Redis counts it.
             let shard = databases[a].shards[0]

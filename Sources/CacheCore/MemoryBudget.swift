@@ -75,12 +75,16 @@ public final class MemoryBudget: Sendable {
     @usableFromInline
     func policyValueLoad() -> UInt8 { policyValue.load(ordering: .relaxed) }
 
-    package func setPolicy(_ policy: EvictionPolicy) { policyValue.store(policy.rawValue, ordering: .relaxed) }
+    package func setPolicy(_ policy: EvictionPolicy) {
+        policyValue.store(policy.rawValue, ordering: .relaxed)
+        forgetNothingToEvict()
+    }
 
     /// Sets the limit (0: none). The flush threshold follows it: 1/65536 of the limit, between 256 bytes and
     /// 64 KiB, so that the unflushed total of the 256 shards of a database is under 0.4% of the limit.
     package func setLimit(_ bytes: Int) {
         limitBytes.store(max(0, bytes), ordering: .relaxed)
+        forgetNothingToEvict()
         let threshold = bytes > 0 ? min(64 * 1024, max(256, bytes / 65536)) : 64 * 1024
         flushThreshold.store(threshold, ordering: .relaxed)
     }
@@ -97,5 +101,51 @@ public final class MemoryBudget: Sendable {
     package var isOverLimit: Bool {
         let limit = limitBytes.load(ordering: .relaxed)
         return limit > 0 && usedBytes > limit
+    }
+
+    // MARK: remembering that nothing can be evicted
+
+    /// What eviction last found in databases 0 to 31: bit `d` set, nothing the policy may evict in database `d`;
+    /// bit `32 + d` set, a search of database `d` is under way. Anything that may give eviction a candidate
+    /// (a key written, a TTL given, the policy or limit changed) clears it all, so that while memory is over the
+    /// limit with nothing to evict, each command costs one check instead of a walk of every shard.
+    private let evictionMemo = Atomic<UInt64>(0)
+
+    /// Forgets what eviction found: a key was written or given a TTL (called under the shard's lock, on every
+    /// write: one relaxed load unless something is remembered), or what eviction may take changed.
+    @inline(__always)
+    package func forgetNothingToEvict() {
+        if evictionMemo.load(ordering: .relaxed) != 0 { evictionMemo.store(0, ordering: .relaxed) }
+    }
+
+    /// Whether a search of `database` found nothing to evict and nothing changed since.
+    @inline(__always)
+    package func remembersNothingToEvict(in database: Int) -> Bool {
+        database < 32 && evictionMemo.load(ordering: .relaxed) & (1 << UInt64(database)) != 0
+    }
+
+    /// Notes that a search of `database` starts: what changes from now on makes its finding stale. Set before
+    /// the search takes its first shard lock, so that a write to a shard after the search looked at it sees it.
+    package func beginEvictionSearch(in database: Int) {
+        guard database < 32 else { return }
+        evictionMemo.bitwiseOr(1 << UInt64(32 + database), ordering: .relaxed)
+    }
+
+    /// Ends the search that ``beginEvictionSearch(in:)`` began: when it found nothing to evict, and nothing
+    /// changed meanwhile, that is remembered.
+    package func endEvictionSearch(in database: Int, foundNothing: Bool) {
+        guard database < 32 else { return }
+        let searching: UInt64 = 1 << UInt64(32 + database)
+        guard foundNothing else {
+            evictionMemo.bitwiseAnd(~searching, ordering: .relaxed)
+            return
+        }
+        var current = evictionMemo.load(ordering: .relaxed)
+        while current & searching != 0 {
+            let (exchanged, original) = evictionMemo.compareExchange(
+                expected: current, desired: current | (1 << UInt64(database)), ordering: .relaxed)
+            if exchanged { return }
+            current = original
+        }
     }
 }

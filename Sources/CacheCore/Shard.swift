@@ -224,6 +224,7 @@ public final class Shard: @unchecked Sendable {
             registerExpiry(hash: hash, expiry: new)
         case (nil, let new?) where entry.setExpiryInPlace(new):
             changes &+= 1
+            budget.forgetNothingToEvict()
             expiresCount += 1
             expirySum += Int128(new)
             registerExpiry(hash: hash, expiry: new)
@@ -462,6 +463,7 @@ public final class Shard: @unchecked Sendable {
     @inline(__always)
     private func account(added entry: Entry, hash: UInt64) {
         charge(entry.allocatedSize)
+        budget.forgetNothingToEvict()  // a candidate for eviction, maybe
         stampNew(entry)
         if let expiry = entry.expiry {
             expiresCount += 1

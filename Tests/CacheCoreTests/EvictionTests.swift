@@ -235,6 +235,55 @@ struct MemoryBudgetTests {
         }
     }
 
+    @Test("Keyspace.evict remembers that nothing can be evicted: no search again until a key may be a victim")
+    func nothingToEvictIsRemembered() {
+        let keyspace = Keyspace(databases: 2)
+        keyspace.budget.setPolicy(.volatileRandom)
+        let db = keyspace.databases[0]
+        for i in 0..<100 { db.shard(for: hashOf(key(i))).put(key(i), bytes("value")) }
+        keyspace.flushAccounting()
+        keyspace.budget.setLimit(100)
+        func searches() -> Int { keyspace.evictionSearches.load(ordering: .relaxed) }
+        func evict(_ database: Int = 0, from shardIndex: Int = 0) -> Keyspace.EvictionOutcome {
+            keyspace.evict(database: database, shardIndex: shardIndex, now: start, keyBudget: 1)
+        }
+
+        // No key has a TTL: one search finds nothing, and the calls after it do not search.
+        #expect(evict() == .nothingToEvict)
+        #expect(searches() == 1)
+        for shardIndex in [0, 5, 200] { #expect(evict(from: shardIndex) == .nothingToEvict) }
+        #expect(searches() == 1)
+        // Each database is remembered on its own.
+        #expect(evict(1) == .nothingToEvict)
+        #expect(evict(1) == .nothingToEvict)
+        #expect(searches() == 2)
+
+        // A key given a TTL is a victim: the next call searches and evicts it.
+        db.shard(for: hashOf(key(7))).changeExpiry(key(7), to: start + 60_000)
+        #expect(evict() == .budgetSpent)
+        #expect(searches() == 3)
+        #expect(!db.shard(for: hashOf(key(7))).holds(key(7)))
+        #expect(evict() == .nothingToEvict)
+        #expect(evict() == .nothingToEvict)
+        #expect(searches() == 4)
+
+        // So is a key written with a TTL.
+        db.shard(for: hashOf(key(500))).put(key(500), bytes("v"), expiry: start + 60_000)
+        #expect(evict() == .budgetSpent)
+        #expect(!db.shard(for: hashOf(key(500))).holds(key(500)))
+        #expect(evict() == .nothingToEvict)
+        #expect(searches() == 6)
+
+        // A new limit searches again; a policy that may take any key evicts.
+        keyspace.budget.setLimit(99)
+        #expect(evict() == .nothingToEvict)
+        #expect(searches() == 7)
+        keyspace.budget.setPolicy(.allKeysRandom)
+        #expect(evict() == .budgetSpent)
+        #expect(searches() == 8)
+        #expect(keyspace.totalKeys == 98)
+    }
+
     @Test("Keyspace.evict moves on to other shards and databases when the written key's shard is empty")
     func evictElsewhere() {
         let keyspace = Keyspace(databases: 2)

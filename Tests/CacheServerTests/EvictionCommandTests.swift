@@ -65,6 +65,47 @@ struct EvictionCommandTests {
         #expect(info(h, "stats")["evicted_keys"] == "0")
     }
 
+    /// Gives `key` a TTL in the engine directly, as a write on another connection would without telling this
+    /// one (a client's own EXPIRE would invalidate the key, and it would be tracked no more).
+    func giveTTL(_ h: Harness, _ key: String) {
+        let bytes = Array(key.utf8)
+        let hash = Keyspace.hasher.hash(bytes)
+        let shard = h.server.keyspace.databases[0].shard(for: hash)
+        let given = shard.lock.withLock {
+            bytes.withUnsafeBytes { k -> Bool in
+                guard let index = shard.lookup(k, hash: hash, now: h.now) else { return false }
+                shard.setExpiry(at: index, to: h.now + 100_000, hash: hash)
+                return true
+            }
+        }
+        #expect(given)
+    }
+
+    @Test("an invalidation ahead of an OOM refusal: the refusal counts as an error; CLIENT REPLY OFF drops only it")
+    func pushAheadOfRefusal() {
+        let h = Harness()
+        _ = h.run("HELLO", "3")
+        for key in ["a", "b", "c"] { #expect(h.run("SET", key, "v") == .ok) }
+        h.server.keyspace.flushAccounting()
+        #expect(h.run("CLIENT", "TRACKING", "on") == .ok)
+        for key in ["a", "b"] { #expect(h.run("GET", key) == .bulk("v")) }
+        #expect(h.run("CONFIG", "SET", "maxmemory-policy", "volatile-random", "maxmemory", "1") == .ok)
+        #expect(h.run("CONFIG", "RESETSTAT") == .ok)
+        #expect(h.run("SET", "x", "y") == oom)
+
+        giveTTL(h, "a")
+        #expect(h.runAll("SET", "x", "y") == [.push([.bulk("invalidate"), .array([.bulk("a")])]), oom])
+        #expect(info(h, "errorstats") == ["errorstat_OOM": "count=2"])
+        #expect(info(h, "commandstats")["cmdstat_set"]?.contains("rejected_calls=2,failed_calls=0") == true)
+
+        #expect(h.runAll("CLIENT", "REPLY", "OFF") == [])
+        giveTTL(h, "b")
+        #expect(h.runAll("SET", "x", "y") == [.push([.bulk("invalidate"), .array([.bulk("b")])])])
+        #expect(h.runAll("SET", "x", "y") == [])
+        #expect(h.runAll("CLIENT", "REPLY", "ON") == [.ok])
+        #expect(info(h, "errorstats") == ["errorstat_OOM": "count=4"])
+    }
+
     @Test("over the limit, any command evicts before it runs, a read too; evicted keys the client tracks are invalidated ahead of its reply")
     func evictsBeforeAnyCommand() {
         let h = Harness()

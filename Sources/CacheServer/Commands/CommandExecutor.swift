@@ -26,8 +26,8 @@ package enum CommandExecutor {
         var ownReplyStart = replyStart  // where it starts, after what is sent whatever CLIENT REPLY says
         defer {
             noteOutcome(arguments, id: id, slot: slot, ranFor: ranFor, replyStart: replyStart, reply: reply, session, server)
-            // CLIENT REPLY OFF or SKIP: the reply is dropped once it was counted (pushes after it stay, and pub/sub
-            // confirmations and messages before it). The commands EXEC runs are inside EXEC's reply.
+            // CLIENT REPLY OFF or SKIP: the reply is dropped once it was counted (pushes stay wherever they are, and
+            // RESP2 pub/sub confirmations and messages before it). The commands EXEC runs are inside EXEC's reply.
             if !queued && (session.replyOff || session.replySkip || session.replySkipNext) && session.blockKind == .none {
                 dropReply(&reply, session, from: ownReplyStart, to: replyEnd >= 0 ? replyEnd : reply.writerIndex)
             }
@@ -141,21 +141,61 @@ package enum CommandExecutor {
         session.closeAfterReply = true
     }
 
-    /// Removes the bytes from `start` to `end` of `reply` (a reply CLIENT REPLY says not to send), keeping what
-    /// follows them, and moves CLIENT REPLY SKIP on: the command after SKIP is the one skipped.
+    /// Removes the replies from `start` to `end` of `reply` (a reply CLIENT REPLY says not to send), keeping the
+    /// pushes among them (as Redis: invalidations and the client's own keyspace notifications are not replies)
+    /// and what follows them, and moves CLIENT REPLY SKIP on: the command after SKIP is the one skipped.
     @inline(never)
     static func dropReply(_ reply: inout ByteBuffer, _ session: ClientSession, from start: Int, to end: Int) {
         if session.replyOff || session.replySkip {
-            if end == reply.writerIndex {
-                reply.moveWriterIndex(to: start)
-            } else {
-                let tail = Array(reply.getBytes(at: end, length: reply.writerIndex - end) ?? [])
-                reply.moveWriterIndex(to: start)
-                reply.writeBytes(tail)
+            var kept = ByteBuffer()
+            forEachFrame(in: reply, from: start, to: end) { frame, isPush in
+                if isPush, let bytes = reply.getSlice(at: frame.lowerBound, length: frame.count) {
+                    kept.writeImmutableBuffer(bytes)
+                }
+                return true
             }
+            if end < reply.writerIndex, let tail = reply.getSlice(at: end, length: reply.writerIndex - end) {
+                kept.writeImmutableBuffer(tail)
+            }
+            reply.moveWriterIndex(to: start)
+            reply.writeBuffer(&kept)
         }
         session.replySkip = session.replySkipNext
         session.replySkipNext = false
+    }
+
+    /// Calls `body` with each whole reply written to `reply` from index `start` to `end`, its range and whether it
+    /// is a push (`>`), until `body` returns false. Bytes that do not make a whole reply (none are written) end
+    /// the walk as one last frame that is not a push.
+    static func forEachFrame(
+        in reply: ByteBuffer, from start: Int, to end: Int, _ body: (Range<Int>, _ isPush: Bool) -> Bool
+    ) {
+        let limits = RESPDecodingLimits(
+            maxDepth: .max, maxBulkLength: .max, maxAggregateCount: .max, maxLineLength: .max)
+        var offset = start
+        while offset < end, let frame = reply.getSlice(at: offset, length: end - offset) {
+            let length = (try? RESPValue.frameLength(in: frame, limits: limits)) ?? nil
+            let isPush = frame.getInteger(at: frame.readerIndex, as: UInt8.self) == UInt8(ascii: ">")
+            guard let length, length > 0 else {
+                _ = body(offset..<end, false)
+                return
+            }
+            guard body(offset..<(offset + length), isPush) else { return }
+            offset += length
+        }
+    }
+
+    /// Where the command's own reply starts in `reply`: at `start`, or after the pushes written ahead of it
+    /// (invalidations of keys evicted to make room, the client's own keyspace notifications). `nil` when there
+    /// are only pushes.
+    @inline(never)
+    static func ownReplyStart(_ reply: ByteBuffer, from start: Int) -> Int? {
+        var found: Int?
+        forEachFrame(in: reply, from: start, to: reply.writerIndex) { frame, isPush in
+            if !isPush { found = frame.lowerBound }
+            return isPush
+        }
+        return found
     }
 
     /// Counts the command's outcome for INFO commandstats and errorstats (a call and its time, or a refusal;
@@ -166,7 +206,13 @@ package enum CommandExecutor {
         _ session: ClientSession, _ server: ServerState
     ) {
         let statistics = session.statistics ?? server.commandStatistics.unbound
-        let failed = reply.writerIndex > replyStart && reply.getInteger(at: replyStart, as: UInt8.self) == UInt8(ascii: "-")
+        var start = replyStart
+        var first = reply.writerIndex > start ? reply.getInteger(at: start, as: UInt8.self) : nil
+        if first == UInt8(ascii: ">"), let own = ownReplyStart(reply, from: start) {
+            start = own
+            first = reply.getInteger(at: start, as: UInt8.self)
+        }
+        let failed = first == UInt8(ascii: "-")
         if ranFor >= 0 {
             statistics.recordCall(slot: slot, nanoseconds: ranFor, failed: failed, timed: server.latencyTracking)
             if server.slowLog.isSlow(nanoseconds: ranFor) { logSlow(id, arguments, nanoseconds: ranFor, session, server) }
@@ -174,7 +220,7 @@ package enum CommandExecutor {
         } else if failed && slot >= 0 {
             statistics.recordRejection(slot: slot)
         }
-        if failed { statistics.recordError(prefix: errorPrefix(reply, at: replyStart)) }
+        if failed { statistics.recordError(prefix: errorPrefix(reply, at: start)) }
     }
 
     /// The first word of the error reply at `start` ("ERR", "WRONGTYPE"), as INFO errorstats names it.
@@ -391,7 +437,8 @@ package enum CommandExecutor {
 
     /// Evicts keys until memory is within the limit (or `keyBudget` keys), starting with the shard of the
     /// command's first key, before the command runs; whether it is within the limit now. As in Redis, tracking
-    /// clients hear of the evicted keys at once: `session` in `reply`, ahead of its command's reply.
+    /// clients and keyspace-event subscribers hear of the evicted keys at once: `session` in `reply`, ahead of
+    /// its command's reply.
     @inline(never)
     static func makeRoom(
         _ spec: CommandSpec, _ arguments: Arguments, session: ClientSession, server: ServerState, now: Int64,
@@ -406,6 +453,8 @@ package enum CommandExecutor {
         let roomMade =
             server.keyspace.evict(database: session.db, shardIndex: shardIndex, now: now, keyBudget: keyBudget) == .withinLimit
         if server.tracking.isActive { server.sendRemovalInvalidations(current: session, reply: &reply) }
+        // As Redis's eviction: `evicted` events go out at once, ahead of the command's reply or its refusal.
+        if server.notifications.isActive { server.notifications.publishRemovals(current: session, reply: &reply) }
         return roomMade
     }
 

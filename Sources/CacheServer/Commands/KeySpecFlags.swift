@@ -76,9 +76,25 @@ package enum KeySpecFlags {
             let options = (from + 3)..<max(from + 3, arguments.count)  // after the value
             return options.contains { arguments.matches($0, "get") } ? ["RW", "access", "update"] : ["OW", "update"]
         default:
-            let options = (from + 2)..<max(from + 2, arguments.count)  // after the key
-            let writes = options.contains { arguments.matches($0, "set") || arguments.matches($0, "incrby") }
-            return writes ? ["RW", "access", "update"] : ["RO", "access"]
+            return bitFieldWrites(arguments, from: from) ? ["RW", "access", "update"] : ["RO", "access"]
         }
+    }
+
+    /// Whether BITFIELD's subcommands (after the key) may write, judged as Redis does: walking them in order,
+    /// GET skips its two operands and OVERFLOW its one; SET or INCRBY with its three operands writes, and so
+    /// does anything else, an incomplete subcommand included (a syntax error counts as a write).
+    private static func bitFieldWrites(_ arguments: Arguments, from: Int) -> Bool {
+        var index = from + 2
+        while index < arguments.count {
+            let remaining = arguments.count - index - 1
+            if arguments.matches(index, "get"), remaining >= 2 {
+                index += 3
+            } else if arguments.matches(index, "overflow"), remaining >= 1 {
+                index += 2
+            } else {
+                return true
+            }
+        }
+        return false
     }
 }

@@ -105,11 +105,13 @@ struct ConfigurationGetTests {
         #expect(configGet(ServerConfiguration(), "nosuch", "zz*").isEmpty)
     }
 
-    @Test("* lists every directive but rename-command and user, which Redis does not keep as parameters either")
+    @Test(
+        "* lists every directive but rename-command and user, which Redis does not keep as parameters either, and the hidden key-load-delay"
+    )
     func everything() {
         #expect(
             ServerConfiguration().configGet(["*"]).map(\.name)
-                == ServerConfiguration.directiveNames.filter { $0 != "rename-command" && $0 != "user" })
+                == ServerConfiguration.directiveNames.filter { !["rename-command", "user", "key-load-delay"].contains($0) })
         #expect(configGet(ServerConfiguration(), "rename-command").isEmpty)
         #expect(configGet(ServerConfiguration(), "user").isEmpty)
     }
@@ -292,6 +294,20 @@ struct ConfigurationApplyTests {
         #expect(configGet(configuration, "io-fast-path") == ["io-fast-path", "no"])
         #expect(reason("io-fast-path", ["maybe"]) == "argument must be 'yes' or 'no'")
         #expect(ConfigurationDirective.all.first { $0.name == "io-fast-path" }?.mutability == .startupOnly)
+    }
+
+    @Test("key-load-delay: any 32-bit number, 0 by default, got by its name only (hidden from patterns)")
+    func keyLoadDelay() throws {
+        var configuration = ServerConfiguration()
+        #expect(configGet(configuration, "key-load-delay") == ["key-load-delay", "0"])
+        try configuration.apply(directive: "key-load-delay", arguments: ["-2147483648"])
+        #expect(configuration.keyLoadDelay == -2_147_483_648)
+        try configuration.apply(directive: "key-load-delay", arguments: ["250000"])
+        #expect(configGet(configuration, "key-load-delay") == ["key-load-delay", "250000"])
+        #expect(configGet(configuration, "key-load*").isEmpty)
+        #expect(!configGet(configuration, "*").contains("key-load-delay"))
+        #expect(
+            reason("key-load-delay", ["2147483648"]) == "argument must be between -2147483648 and 2147483647 inclusive")
     }
 
     @Test("busy-poll takes microseconds from 0 (off) to 100000")

@@ -52,6 +52,13 @@ struct CorpusSyntaxError: Error, CustomStringConvertible {
 }
 
 enum CorpusParser {
+    /// The most bytes one `!raw` line sends. The runner sends them in one `send` on a loopback connection with
+    /// nothing else in flight: they go out as one segment and are all there when the server wakes, and each
+    /// server takes that many in one pass of its event loop (Redis reads 16 KB at a time; SwiftNIO reads up to
+    /// 16 times, at least 64 bytes each, before it reports the read complete). So a pipeline on one line is
+    /// handled as one read, and what Redis does after a read (tracking's BCAST invalidations) comes out the same.
+    static let rawLimit = 1024
+
     /// A token of a line, and whether it was (at least partly) quoted: quoted tokens are never modifiers or
     /// directives.
     struct Token: Equatable {
@@ -103,6 +110,9 @@ enum CorpusParser {
                     guard tokens.count == 3 else { throw fail("usage: !raw <replies>|close \"bytes\"") }
                     let bytes = tokens[2].bytes
                     guard !bytes.isEmpty else { throw fail("!raw needs bytes to send") }
+                    guard bytes.count <= rawLimit else {
+                        throw fail("!raw sends at most \(rawLimit) bytes (they must arrive in one read), not \(bytes.count)")
+                    }
                     if tokens[1].text == "close" {
                         entries.append(CorpusEntry(line: lineNumber, text: trimmed, action: .rawUntilClose(bytes: bytes)))
                     } else if let count = Int(tokens[1].text), count >= 0 {

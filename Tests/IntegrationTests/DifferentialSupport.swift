@@ -174,7 +174,9 @@ final class DifferentialConnection {
 
     deinit { close(fd) }
 
-    /// Writes all of `bytes`; false if the server already closed the connection.
+    /// Writes all of `bytes` in one `send` (the socket blocks, so it takes them all unless a signal interrupts
+    /// it); false if the server already closed the connection. The corpus relies on it: a `!raw` pipeline arrives
+    /// in one segment and is read at once (see ``CorpusParser/rawLimit``).
     func send(_ bytes: [UInt8]) -> Bool {
         var sent = 0
         while sent < bytes.count {

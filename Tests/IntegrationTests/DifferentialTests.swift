@@ -85,6 +85,8 @@ struct DifferentialTests {
         #expect(throws: CorpusSyntaxError.self) { try CorpusParser.parse(name: "t", contents: "!subscriber ?\n") }
         #expect(throws: CorpusSyntaxError.self) { try CorpusParser.parse(name: "t", contents: "GET a\n!absent lpush\n") }
         #expect(throws: CorpusSyntaxError.self) { try CorpusParser.parse(name: "t", contents: "!raw x \"PING\\r\\n\"\n") }
+        let long = String(repeating: "PING\\r\\n", count: CorpusParser.rawLimit / 6 + 1)
+        #expect(throws: CorpusSyntaxError.self) { try CorpusParser.parse(name: "t", contents: "!raw 1 \"\(long)\"\n") }
     }
 
     @Test("?, ?? and ~ compare only what is deterministic")

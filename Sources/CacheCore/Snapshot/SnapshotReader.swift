@@ -33,10 +33,14 @@ package enum SnapshotReader {
     /// `cancelled` is asked before each block: when it answers true the load stops with a
     /// ``SnapshotError/Kind/cancelled`` error, leaving what was loaded in place (the server is exiting).
     ///
+    /// `keyLoadDelay` (`key-load-delay`) slows the load down on purpose, so that a load in progress can be
+    /// caught: after each key stored it sleeps that many microseconds, or, when negative, 1 µs after every
+    /// `-keyLoadDelay`-th key; 0 for none.
+    ///
     /// - Returns: nil when there is no file at `path`.
     package static func load(
         _ path: String, into keyspace: Keyspace, now: Int64, keepIntactPart: Bool = false,
-        cancelled: () -> Bool = { false }
+        cancelled: () -> Bool = { false }, keyLoadDelay: Int = 0
     ) throws(SnapshotError) -> SnapshotLoadSummary? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 {
@@ -51,7 +55,8 @@ package enum SnapshotReader {
         do throws(SnapshotError) {
             try input.readSize()
             summary.bytes = input.size
-            try load(&input, into: keyspace, now: now, summary: &summary, cancelled: cancelled)
+            try load(
+                &input, into: keyspace, now: now, summary: &summary, cancelled: cancelled, keyLoadDelay: keyLoadDelay)
             return summary
         } catch {
             if error.kind == .cancelled { throw error }
@@ -66,7 +71,7 @@ package enum SnapshotReader {
 
     private static func load(
         _ input: inout FileInput, into keyspace: Keyspace, now: Int64, summary: inout SnapshotLoadSummary,
-        cancelled: () -> Bool
+        cancelled: () -> Bool, keyLoadDelay: Int
     ) throws(SnapshotError) {
         // Header. A file that does not start with the magic number is named as such, however short it is.
         let magicCount = min(input.size, SnapshotFormat.magic.count)
@@ -131,6 +136,7 @@ package enum SnapshotReader {
                     }
                     guard store(key, value, expiry: expiry, in: database, now: now) else { return false }
                     summary.keys += 1
+                    if keyLoadDelay != 0 { pause(keyLoadDelay, afterKey: summary.keys) }
                     return true
                 }
                 records += UInt64(count)
@@ -151,6 +157,15 @@ package enum SnapshotReader {
             }
             digest = chained(digest, crc)
             blocks += 1
+        }
+    }
+
+    /// `key-load-delay` after the `keys`-th key: `delay` microseconds, or, negative, 1 µs after every `-delay`-th.
+    private static func pause(_ delay: Int, afterKey keys: Int) {
+        if delay > 0 {
+            usleep(useconds_t(clamping: delay))
+        } else if keys % delay == 0 {
+            usleep(1)
         }
     }
 

@@ -93,6 +93,8 @@ package struct ConfigurationDirective: Sendable {
     /// Whether CONFIG GET and CONFIG SET know it: false for a config-file-only line that Redis does not keep
     /// as a parameter either (`rename-command`).
     package private(set) var isParameter = true
+    /// Whether a `CONFIG GET` pattern leaves it out (it is got by its name only), as Redis's hidden configs.
+    package private(set) var isHidden = false
     let assign: @Sendable (inout ServerConfiguration, [String], ConfigurationApplyMode) throws(InvalidValue) -> Void
     let format: @Sendable (ServerConfiguration) -> String
 
@@ -117,6 +119,13 @@ package struct ConfigurationDirective: Sendable {
     func fileOnly() -> Self {
         var copy = self
         copy.isParameter = false
+        return copy
+    }
+
+    /// The directive as one that `CONFIG GET` patterns leave out (see ``isHidden``).
+    func hidden() -> Self {
+        var copy = self
+        copy.isHidden = true
         return copy
     }
 
@@ -275,6 +284,8 @@ extension ConfigurationDirective {
         // Not a Redis directive: the server's own connection I/O, or plain SwiftNIO (see ConnectionIO).
         .boolean("io-fast-path", .startupOnly, \.ioFastPath),
         saveDirective,
+        // Hidden in Redis too: it slows the snapshot load down for tests.
+        .integer("key-load-delay", .runtime, \.keyLoadDelay, in: Int(Int32.min)...Int(Int32.max)).hidden(),
         .boolean("stop-writes-on-bgsave-error", .runtime, \.stopWritesOnBackgroundSaveError),
         .boolean("appendonly", .runtime, \.appendOnly),
         directoryDirective,

@@ -95,7 +95,7 @@ extension ServerConfiguration {
                 result.append((pattern, directive.render(self)))
                 continue
             }
-            for directive in ConfigurationDirective.all where directive.isParameter {
+            for directive in ConfigurationDirective.all where directive.isParameter && !directive.isHidden {
                 for name in [directive.name] + directive.aliases
                 where !reported.contains(directive.name) && !reported.contains(name)
                     && Glob.matches(pattern: pattern, subject: name, caseInsensitive: true)

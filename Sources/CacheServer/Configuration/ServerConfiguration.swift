@@ -204,6 +204,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// clients (`protected-mode`).
     public var protectedMode: Bool = true
 
+    /// Microseconds the snapshot load at start sleeps after each key (`key-load-delay`, as in Redis, where it
+    /// serves tests that must catch a load in progress); a negative -n sleeps 1 µs after every n-th key; 0 (the
+    /// default) for none.
+    public var keyLoadDelay: Int = 0
+
     /// How long an event loop watches its client connections for the next request after a read before it may
     /// sleep, in microseconds (`busy-poll`), 0...100000; 0 turns it off. See `BusyPoll`.
     public var busyPoll: Int = 20

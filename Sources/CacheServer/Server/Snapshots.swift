@@ -317,7 +317,8 @@ package final class SnapshotCoordinator: @unchecked Sendable {
         let summary: SnapshotLoadSummary?
         do throws(SnapshotError) {
             summary = try SnapshotReader.load(
-                path, into: keyspace, now: clock.nowMilliseconds(), keepIntactPart: keep, cancelled: cancelled)
+                path, into: keyspace, now: clock.nowMilliseconds(), keepIntactPart: keep, cancelled: cancelled,
+                keyLoadDelay: config.keyLoadDelay)
         } catch {
             throw SnapshotLoadError(underlying: error)
         }

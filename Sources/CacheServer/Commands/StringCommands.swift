@@ -170,17 +170,14 @@ package enum StringCommands {
     ) {
         c.withKeyForWrite(1) { c, shard, hash, existing in
             if get {
-                // GETSET and SET ... GET read the old value, and count and mark it as a read (as Redis's
-                // lookupKeyRead does); the write then keeps the mark.
+                // GETSET and SET ... GET read the old value, and count as a read (as in Redis).
                 c.countRead(1, in: shard, found: existing != nil)
-                if let index = existing {
-                    c.read(shard, index)
-                    c.bulk(shard.entry(at: index).value)
-                } else {
-                    c.null()
-                }
+                if let index = existing { c.bulk(shard.entry(at: index).value) } else { c.null() }
             }
             if (nx && existing != nil) || (xx && existing == nil) {
+                // One access per command, as Redis's lookups count: the write counts it, and SET ... NX GET of
+                // an existing key, which writes nothing, counts its read.
+                if get, let index = existing { c.read(shard, index) }
                 if !get {
                     if okReply != nil { c.integer(0) } else { c.null() }
                 }

@@ -504,9 +504,14 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             promise = context.eventLoop.makePromise(of: Void.self)
             promise!.futureResult.assumeIsolated().whenComplete { _ in
                 self.channelWrites -= 1
-                // A reply the client has taken to its end: interaction, for `timeout`, as Redis counts writes.
-                self.session?.noteInteraction(self.server.clock.nowMilliseconds())
+                self.noteReplyTaken()
             }
+        } else if output.readableBytes >= Self.longReply || !context.channel.isWritable {
+            // On plain SwiftNIO every reply goes through the channel; one the socket will not take at once is
+            // watched to its end, as the direct path's remainder is. (Small ones are not: a promise per reply
+            // costs more than the reply.)
+            promise = context.eventLoop.makePromise(of: Void.self)
+            promise!.futureResult.assumeIsolated().whenComplete { _ in self.noteReplyTaken() }
         }
         if flush {
             // One trip down the pipeline instead of a write and a flush.
@@ -519,6 +524,15 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
         // Keep the storage: once the channel has written it (usually within the flush that follows), the
         // next replies go into the same memory instead of a new allocation.
         output.clear()
+    }
+
+    /// Replies from this size on are watched to their end on plain SwiftNIO (``noteReplyTaken()``): beyond
+    /// what a socket's buffer takes at once.
+    private static let longReply = 64 << 10
+
+    /// A reply the client has taken to its end: interaction, for `timeout`, as Redis counts writes.
+    private func noteReplyTaken() {
+        session?.noteInteraction(server.clock.nowMilliseconds())
     }
 
     // MARK: waiting clients

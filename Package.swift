@@ -111,7 +111,7 @@ let package = Package(
         .target(
             name: "CachedNetworkingRedis",
             dependencies: [
-                "CachedNetworking", "CHiredis", "CThreadName", "CachedTLS",
+                "CachedNetworking", "CHiredis", "CThreadName", "CachedTLS", "RESP",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

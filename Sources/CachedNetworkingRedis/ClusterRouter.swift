@@ -96,7 +96,7 @@ final class ClusterRouter: Sendable {
         return nil
     }
 
-    private static let clusterSlotsBytes: [UInt8] = {
+    private static let clusterSlotsBytes: ByteBuffer = {
         var command = RESPCommand("CLUSTER", argumentCount: 1)
         command.append("SLOTS")
         return command.bytes
@@ -150,8 +150,7 @@ final class ClusterRouter: Sendable {
             if let routed = try route(slot: slot, redirect: redirect) {
                 let (node, pool, asking) = routed
                 redirect = nil
-                var bytes: [UInt8] = []
-                for command in commands { bytes += asking ? Self.askingBytes + command.bytes : command.bytes }
+                let bytes = RESPCommand.pipeline(commands, eachAfter: asking ? Self.askingBytes : nil)
                 let sent = await pool.submit(bytes, replies: asking ? 2 * commands.count : commands.count)
                 let replies = Self.commandReplies(sent, commands: commands.count, asking: asking)
                 switch replies.map({ ($0, Self.routingError(in: $0)) }) {

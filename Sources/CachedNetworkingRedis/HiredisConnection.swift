@@ -2,6 +2,7 @@ import CachedNetworking
 import CHiredis
 import CachedTLS
 import NIOCore
+import RESP
 
 #if canImport(Glibc)
 import Glibc
@@ -33,44 +34,42 @@ enum RESPReply: Sendable, Equatable {
     }
 }
 
-/// A command in the RESP request format (`*<n>\r\n$<len>\r\n<bytes>\r\n…`), built by the caller so that the
-/// connection thread only copies it. Arguments are binary-safe.
+/// A command in the RESP request format (`*<n>\r\n$<len>\r\n<bytes>\r\n…`), encoded by the RESP module as
+/// the caller builds it, so that the connection thread only copies it. Arguments are binary-safe.
 struct RESPCommand {
-    private(set) var bytes: [UInt8] = []
+    /// The encoded command: what goes on the wire.
+    private(set) var bytes: ByteBuffer
+    /// The command's name, as given: for logs (``name``).
+    private let givenName: String
 
     init(_ name: String, argumentCount: Int, reserving capacity: Int = 64) {
-        bytes.reserveCapacity(capacity)
-        appendLength(UInt8(ascii: "*"), argumentCount + 1)
-        append(name)
+        bytes = ByteBufferAllocator().buffer(capacity: capacity)
+        bytes.writeRESPArrayHeader(argumentCount + 1)
+        bytes.writeRESPBulkString(name)
+        givenName = name
     }
 
     mutating func append(_ argument: String) {
-        appendLength(UInt8(ascii: "$"), argument.utf8.count)
-        bytes.append(contentsOf: argument.utf8)
-        bytes.append(contentsOf: [13, 10])
+        bytes.writeRESPBulkString(argument)
     }
 
     mutating func append(_ argument: ByteBuffer) {
-        appendLength(UInt8(ascii: "$"), argument.readableBytes)
-        argument.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
-        bytes.append(contentsOf: [13, 10])
+        bytes.writeRESPBulkString(argument)
     }
 
-    /// The command's name (its first argument), upper-cased, read back from the bytes: for logs.
-    var name: String {
-        // *<count>\r\n$<length>\r\n<name>\r\n
-        guard let dollar = bytes.firstIndex(of: UInt8(ascii: "$")),
-            let lineEnd = bytes[dollar...].firstIndex(of: UInt8(ascii: "\n")), lineEnd > dollar + 1,
-            let length = Int(String(decoding: bytes[(dollar + 1)..<(lineEnd - 1)], as: UTF8.self)), length >= 0,
-            lineEnd + 1 + length <= bytes.count
-        else { return "?" }
-        return String(decoding: bytes[(lineEnd + 1)..<(lineEnd + 1 + length)], as: UTF8.self).uppercased()
-    }
+    /// The command's name, upper-cased: for logs.
+    var name: String { givenName.uppercased() }
 
-    private mutating func appendLength(_ marker: UInt8, _ length: Int) {
-        bytes.append(marker)
-        bytes.append(contentsOf: String(length).utf8)
-        bytes.append(contentsOf: [13, 10])
+    /// `commands` back to back, each after `prefix` when there is one (`ASKING`), for one write.
+    static func pipeline(_ commands: [RESPCommand], eachAfter prefix: ByteBuffer? = nil) -> ByteBuffer {
+        if prefix == nil && commands.count == 1 { return commands[0].bytes }
+        let size = commands.reduce(0) { $0 + $1.bytes.readableBytes + (prefix?.readableBytes ?? 0) }
+        var bytes = ByteBufferAllocator().buffer(capacity: size)
+        for command in commands {
+            if let prefix { bytes.writeImmutableBuffer(prefix) }
+            bytes.writeImmutableBuffer(command.bytes)
+        }
+        return bytes
     }
 }
 
@@ -196,7 +195,7 @@ final class HiredisConnection {
     /// - Returns: nil when every request got its reply; otherwise the failure, after which the connection
     ///   must be discarded and the requests from `firstFailed` on have not been resumed.
     func send(_ batch: [RESPConnectionPool.Request], last: inout Result<RESPReply, CacheStoreError>?) -> BatchFailure? {
-        for request in batch where request.written < request.command.count {
+        for request in batch where request.written < request.command.readableBytes {
             if let error = append(request.command, from: request.written) {
                 return BatchFailure(firstFailed: 0, error: error)
             }
@@ -240,8 +239,8 @@ final class HiredisConnection {
 
     /// Queues `bytes[offset...]` (whole commands, or the rest of one whose start was written) for the next write:
     /// in hiredis's output buffer, or the TLS channel's.
-    private func append(_ bytes: [UInt8], from offset: Int) -> CacheStoreError? {
-        bytes.withUnsafeBytes { all in
+    private func append(_ bytes: ByteBuffer, from offset: Int) -> CacheStoreError? {
+        bytes.withUnsafeReadableBytes { all in
             let unsent = UnsafeRawBufferPointer(rebasing: all[offset...])
             if let tls { return tls.append(unsent) }
             let status = redisAppendFormattedCommand(context, unsent.baseAddress?.assumingMemoryBound(to: CChar.self), unsent.count)
@@ -255,7 +254,7 @@ final class HiredisConnection {
     /// take waits in the TLS output.
     /// - Returns: the bytes of `bytes` written or encrypted; 0 on any error, which the connection's thread then
     ///   meets itself.
-    func writeWithoutBlocking(_ bytes: [UInt8]) -> Int {
+    func writeWithoutBlocking(_ bytes: ByteBuffer) -> Int {
         if let tls { return tls.writeWithoutBlocking(bytes) }
         return sendWithoutBlocking(bytes, to: socket)
     }
@@ -443,9 +442,9 @@ extension HiredisConnection {
 
 /// Writes as much of `bytes` to `socket` as fits without blocking (and without raising SIGPIPE); 0 on any error.
 /// Always 0 where that cannot be done portably.
-private func sendWithoutBlocking(_ bytes: [UInt8], to socket: Int32) -> Int {
+private func sendWithoutBlocking(_ bytes: ByteBuffer, to socket: Int32) -> Int {
     #if os(Linux) && canImport(Glibc)
-    let sent = bytes.withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL)) }
+    let sent = bytes.withUnsafeReadableBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL)) }
     return max(0, sent)
     #else
     return 0

@@ -144,7 +144,7 @@ extension RESPConnectionPool {
     /// Sends `commands` pipelined on one connection.
     /// - Returns: their replies in order, error replies included.
     func submit(pipeline commands: [RESPCommand]) async throws(CacheStoreError) -> [RESPReply] {
-        let bytes = commands.reduce(into: [UInt8]()) { $0 += $1.bytes }
+        let bytes = RESPCommand.pipeline(commands)
         let reply = try await submit(bytes, replies: commands.count).get()
         guard commands.count > 1 else { return [reply] }
         guard case .array(let replies) = reply else { throw StoreCommands.unexpected("a pipeline", reply) }

@@ -47,7 +47,7 @@ final class RESPConnectionPool: @unchecked Sendable {
 
     struct Request {
         /// One command, or several sent back to back (`replies` of them).
-        let command: [UInt8]
+        let command: ByteBuffer
         /// How many replies `command` gets; more than one are delivered together as an array.
         var replies = 1
         /// Bytes of `command` the caller already wrote to the socket (the idle-connection shortcut).
@@ -156,7 +156,7 @@ final class RESPConnectionPool: @unchecked Sendable {
     /// and at once when its task is cancelled (``StoreDeadlineWatcher`` and the task's cancellation handler resume
     /// it; the connection thread then drops the command if it has not been sent, or ignores its reply). Outside
     /// one, only the connection's own timeouts apply.
-    func submit(_ command: [UInt8], replies: Int = 1) async -> Result<RESPReply, CacheStoreError> {
+    func submit(_ command: ByteBuffer, replies: Int = 1) async -> Result<RESPReply, CacheStoreError> {
         // On an idle connection the call polls for its reply right here and, when the reply comes in time,
         // returns without suspending: no continuation, no deadline to watch, no hop back to the task's executor.
         // Only a late reply hands the call (its command already written) to the connection's thread.
@@ -199,7 +199,7 @@ final class RESPConnectionPool: @unchecked Sendable {
     }
 
     /// Hands `call` to the connection's thread: the one it was written on (``Handover``), else a queue.
-    private func place(_ command: [UInt8], replies: Int, _ handover: Handover?, _ call: PendingStoreCall) {
+    private func place(_ command: ByteBuffer, replies: Int, _ handover: Handover?, _ call: PendingStoreCall) {
         guard let handover else { return enqueue(command, replies: replies, call) }
         lock.withLock {
             let index = handover.slot
@@ -230,7 +230,7 @@ final class RESPConnectionPool: @unchecked Sendable {
 
     /// Queues `call` on a connection, or fails it at once when none may take it. On an idle connection the
     /// command is written at once, without blocking (the thread then sends whatever did not fit).
-    private func enqueue(_ command: [UInt8], replies: Int, _ call: PendingStoreCall) {
+    private func enqueue(_ command: ByteBuffer, replies: Int, _ call: PendingStoreCall) {
         let now = monotonicNanoseconds()
         let refusal: CacheStoreError? = lock.withLock {
             if shuttingDown { return CacheStoreError(.closed, "the store was shut down") }
@@ -261,16 +261,16 @@ final class RESPConnectionPool: @unchecked Sendable {
     /// Writes `command` on the idle connection of slot `index`, which the caller owns (``Slot/callerOwned``),
     /// and polls for its reply for up to ``pollNanoseconds``; a reply that is not whole by then is left to the
     /// connection's thread, which reads on from what arrived.
-    private func sendAndPoll(_ command: [UInt8], on connection: HiredisConnection, slot index: Int) -> PollOutcome {
+    private func sendAndPoll(_ command: ByteBuffer, on connection: HiredisConnection, slot index: Int) -> PollOutcome {
         // Nothing else writes or reads this connection meanwhile: its thread waits until `callerOwned` is clear.
         let written = connection.writeWithoutBlocking(command)
         var reply: Result<RESPReply, CacheStoreError>?
-        if written == command.count {
+        if written == command.readableBytes {
             reply = connection.pollReply(until: monotonicNanoseconds() &+ pollNanoseconds)
         }
         return lock.withLock {
             guard let reply else {
-                if written == command.count {
+                if written == command.readableBytes {
                     pollCounts.ranOut += 1
                     pollsRunOutInARow += 1
                     if pollsRunOutInARow > 3 {
@@ -429,14 +429,14 @@ final class RESPConnectionPool: @unchecked Sendable {
                 if request.written > 0 {
                     // Already (partly) on the wire: its reply comes whatever happens, so it is read in turn.
                     batch.append(request)
-                    batchBytes += request.command.count
+                    batchBytes += request.command.readableBytes
                 } else if now &- request.enqueuedAt > queueDeadline {
                     late.append(request)
                 } else if request.completion.isFinished {
                     continue
                 } else {
                     batch.append(request)
-                    batchBytes += request.command.count
+                    batchBytes += request.command.readableBytes
                 }
             }
             slots[index].busy = true

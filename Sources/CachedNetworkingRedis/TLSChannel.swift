@@ -186,11 +186,11 @@ final class TLSChannel {
     /// blocking; the rest waits for the next flush.
     /// - Returns: the bytes of `bytes` consumed: all of them, or 0 when the command is too large or the channel
     ///   failed (the connection's thread then meets the failure itself).
-    func writeWithoutBlocking(_ bytes: [UInt8]) -> Int {
-        guard bytes.count <= Self.eagerWriteLimit, failure == nil else { return 0 }
-        queued.append(contentsOf: bytes)
+    func writeWithoutBlocking(_ bytes: ByteBuffer) -> Int {
+        guard bytes.readableBytes <= Self.eagerWriteLimit, failure == nil else { return 0 }
+        bytes.withUnsafeReadableBytes { queued.append(contentsOf: $0) }
         if case .failed = flush(blocking: false) { return 0 }
-        return bytes.count
+        return bytes.readableBytes
     }
 
     /// Encrypts the queued plaintext into the TLS output.

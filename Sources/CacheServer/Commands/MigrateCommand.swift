@@ -120,17 +120,17 @@ enum MigrateCommand {
             do {
                 var preambleError: [UInt8]?
                 for _ in 0..<((credentials.isEmpty ? 0 : 1) + (select ? 1 : 0)) {
-                    let line = try connection.readLine(step: step)
-                    if preambleError == nil && line.first == UInt8(ascii: "-") { preambleError = line }
+                    let error = Self.errorText(try connection.readReply(step: step))
+                    if preambleError == nil { preambleError = error }
                 }
                 for argument in moving {
-                    let line = try connection.readLine(step: step)
+                    let error = Self.errorText(try connection.readReply(step: step))
                     answered += 1
                     // As Redis: AUTH's or SELECT's error counts once a key's reply has come (if none comes, the
                     // connection failed: retried, or an IOERR). After it, no key counts as restored.
                     if targetError == nil { targetError = preambleError }
-                    if line.first == UInt8(ascii: "-") || preambleError != nil {
-                        if targetError == nil { targetError = line }
+                    if error != nil || preambleError != nil {
+                        if targetError == nil { targetError = error }
                     } else if !copy {
                         remove(&c, argument)
                     }
@@ -153,9 +153,17 @@ enum MigrateCommand {
                     now: c.server.clock.nowMilliseconds())
             }
             if let targetError {
-                return c.reply.writeRESPError(bytes: Array("ERR Target instance replied with error: ".utf8) + targetError.dropFirst())
+                return c.reply.writeRESPError(bytes: Array("ERR Target instance replied with error: ".utf8) + targetError)
             }
             return c.ok()
+        }
+    }
+
+    /// The text of an error reply (without its `-`), or nil for any other reply.
+    private static func errorText(_ reply: RESPValue) -> [UInt8]? {
+        switch reply {
+        case .simpleError(let text), .bulkError(let text): Array(text.readableBytesView)
+        default: nil
         }
     }
 

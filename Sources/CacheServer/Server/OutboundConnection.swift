@@ -1,6 +1,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import NIOCore
+import RESP
 
 /// A blocking TCP connection to another server, every step bounded by a deadline: MIGRATE's link to its
 /// target. As in Redis, MIGRATE holds its event loop while it talks to the target. Used by one thread at a time
@@ -19,9 +21,9 @@ package final class OutboundConnection: @unchecked Sendable {
     }
 
     private let descriptor: CInt
-    /// Bytes read and not consumed yet: from ``start`` on.
-    private var received: [UInt8] = []
-    private var start = 0
+    /// Bytes read and not decoded yet.
+    private var received = ByteBuffer()
+    private var decoder = RESPValueDecoder()
 
     /// Connects to `host` (a name or an address) and `port`, waiting until `deadline` (monotonic nanoseconds).
     /// Each address the name resolves to is tried, as Redis does; a connection that is under way is taken,
@@ -58,7 +60,7 @@ package final class OutboundConnection: @unchecked Sendable {
     deinit { close(descriptor) }
 
     /// Whether bytes the target sent are waiting here, read from the socket and not consumed.
-    package var hasUnreadBytes: Bool { start < received.count }
+    package var hasUnreadBytes: Bool { received.readableBytes > 0 }
 
     /// Whether the connection can start a new exchange: nothing unread, here or in the socket, and the target has
     /// not closed it (a kept connection the target dropped while it was unused).
@@ -92,22 +94,19 @@ package final class OutboundConnection: @unchecked Sendable {
         }
     }
 
-    /// The next line the target sends (a simple reply: `+OK`, `-ERR ...`), without its CRLF, within `step`
-    /// nanoseconds.
-    func readLine(step: Int) throws(Failure) -> [UInt8] {
+    /// The next reply the target sends (decoded by the RESP module's decoder), within `step` nanoseconds. A
+    /// reply that is not valid RESP fails the read, as a closed connection does.
+    func readReply(step: Int) throws(Failure) -> RESPValue {
         let deadline = monotonicNanoseconds() &+ step
         while true {
-            if let end = received[start...].firstIndex(of: UInt8(ascii: "\n")) {
-                var line = Array(received[start..<end])
-                start = end + 1
-                if start == received.count {
-                    received.removeAll(keepingCapacity: true)
-                    start = 0
+            do {
+                if let reply = try decoder.decode(buffer: &received) {
+                    received.discardReadBytes()
+                    return reply
                 }
-                if line.last == UInt8(ascii: "\r") { line.removeLast() }
-                return line
+            } catch {
+                throw .reading(timedOut: false)
             }
-            guard received.count - start < 64 * 1024 else { throw .reading(timedOut: false) }
             guard Self.wait(descriptor, for: Int16(POLLIN), until: deadline) != 0 else { throw .reading(timedOut: true) }
             try receive()
         }
@@ -115,14 +114,10 @@ package final class OutboundConnection: @unchecked Sendable {
 
     /// Reads what the target has sent (without waiting) into ``received``.
     private func receive() throws(Failure) {
-        if start > 0 && start >= received.count / 2 {
-            received.removeFirst(start)
-            start = 0
-        }
-        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-        let n = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        received.reserveCapacity(minimumWritableBytes: 16 * 1024)
+        let n = received.withUnsafeMutableWritableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
         if n > 0 {
-            received += chunk[..<n]
+            received.moveWriterIndex(forwardBy: n)
         } else if n == 0 || (errno != EAGAIN && errno != EINTR) {
             throw .reading(timedOut: false)
         }

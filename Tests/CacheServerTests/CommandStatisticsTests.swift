@@ -145,4 +145,19 @@ struct SlowLogRenamedTests {
         #expect(login[3] == .bulks("login", "(redacted)"))
         #expect(config[3] == .bulks("cfg", "SET", "requirepass", "(redacted)"))
     }
+
+    @Test("INFO commandstats and CLIENT LIST name a renamed command by its own name, as Redis does")
+    func renamedCommandsKeepTheirNameInStatistics() {
+        let h = Harness { configuration in
+            configuration.renamedCommands = [.init(name: "get", newName: "fetch"), .init(name: "client", newName: "conn")]
+        }
+        h.run("fetch", "k")
+        h.run("fetch")  // refused: arity, in Redis's words with the command's own name
+        let stats = h.infoFields("commandstats")
+        #expect(stats["cmdstat_get"]?.hasPrefix("calls=1,") == true)
+        #expect(stats["cmdstat_fetch"] == nil)
+        #expect(h.run("fetch") == .error("ERR wrong number of arguments for 'get' command"))
+        let list = h.run("conn", "LIST").text ?? ""
+        #expect(list.contains(" cmd=client|list "), "CLIENT LIST said: \(list)")
+    }
 }

@@ -41,6 +41,8 @@ struct CorpusFile: Sendable {
     /// Commands the reference Redis is started without (`!absent`): cached-server does not implement them, so
     /// both must answer with the unknown-command error.
     let absentCommands: [String]
+    /// Commands both servers are started with renamed (`!rename`): old name, new name.
+    var renamedCommands: [(String, String)] = []
     let entries: [CorpusEntry]
 }
 
@@ -69,6 +71,7 @@ enum CorpusParser {
 
     static func parse(name: String, contents: String) throws -> CorpusFile {
         var absent: [String] = []
+        var renamed: [(String, String)] = []
         var entries: [CorpusEntry] = []
         var lineNumber = 0
         for rawLine in contents.split(separator: "\n", omittingEmptySubsequences: false) {
@@ -92,6 +95,10 @@ enum CorpusParser {
                     guard entries.isEmpty else { throw fail("!absent must come before the first command") }
                     guard tokens.count > 1 else { throw fail("!absent needs at least one command name") }
                     absent += tokens.dropFirst().map { $0.text.uppercased() }
+                case "!rename":
+                    guard entries.isEmpty else { throw fail("!rename must come before the first command") }
+                    guard tokens.count == 3 else { throw fail("!rename needs a command name and its new name") }
+                    renamed.append((tokens[1].text, tokens[2].text))
                 case "!subscriber":
                     var rest = Array(tokens.dropFirst())
                     var comparison: ReplyComparison = []
@@ -148,7 +155,7 @@ enum CorpusParser {
                 line: lineNumber, text: trimmed,
                 action: .command(arguments: tokens.map(\.bytes), comparison: comparison, knownDifference: known)))
         }
-        return CorpusFile(name: name, absentCommands: absent, entries: entries)
+        return CorpusFile(name: name, absentCommands: absent, renamedCommands: renamed, entries: entries)
     }
 
     struct TokenizeError: Error {

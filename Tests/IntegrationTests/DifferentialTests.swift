@@ -169,10 +169,11 @@ struct DifferentialRun {
 
         // Commands cached-server does not implement are disabled in Redis, so both give the unknown-command error.
         let disabled = file.absentCommands.flatMap { ["--rename-command", $0, ""] }
-        let reference = try ServerProcess.start(.redis, arguments: disabled)
+        let renamed = file.renamedCommands.flatMap { ["--rename-command", $0.0, $0.1] }
+        let reference = try ServerProcess.start(.redis, arguments: disabled + renamed)
         let candidate: ServerProcess
         do {
-            candidate = try ServerProcess.start(candidateKind, arguments: candidateKind == .redis ? disabled : [])
+            candidate = try ServerProcess.start(candidateKind, arguments: (candidateKind == .redis ? disabled : []) + renamed)
         } catch {
             reference.stop()
             throw error

@@ -36,12 +36,12 @@ enum AclCommands {
     /// arguments are within what they take, else Redis's error.
     private static func atMostOneArgument(_ c: inout CommandContext) -> Bool {
         guard c.arguments.count > 3 else { return true }
-        c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(c.arguments[1], of: "acl"))
+        c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(c.arguments[1], of: c.arguments.string(0)))
         return false
     }
 
     static func help(_ c: inout CommandContext) {
-        ConnectionCommands.help(&c, "ACL", [
+        ConnectionCommands.help(&c, [
             "CAT [<category>]", "    List all commands that belong to <category>, or all command categories",
             "    when no category is specified.",
             "DELUSER <username> [<username> ...]", "    Delete a list of users.",

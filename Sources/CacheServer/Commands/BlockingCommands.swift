@@ -16,7 +16,7 @@ enum BlockingCommands {
     /// of every client for `timeout` milliseconds, or until CLIENT UNPAUSE. Expiry and eviction stop meanwhile.
     static func pause(_ c: inout CommandContext) {
         let a = c.arguments
-        guard a.count <= 4 else { return c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: "client")) }
+        guard a.count <= 4 else { return c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: c.arguments.string(0))) }
         var mode = BlockedClients.PauseMode.all
         if a.count == 4 {
             if a.matches(3, "write") {
@@ -44,7 +44,7 @@ enum BlockingCommands {
     /// end releases).
     static func unblock(_ c: inout CommandContext) {
         let a = c.arguments
-        guard a.count <= 4 else { return c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: "client")) }
+        guard a.count <= 4 else { return c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: c.arguments.string(0))) }
         var release = BlockedClients.Release.timeout
         if a.count == 4 {
             if a.matches(3, "error") {

@@ -261,7 +261,7 @@ package enum CommandExecutor {
         let spec = server.commands.commands[index]
         let sub = spec.subcommandIndex(named: arguments[1])
         if !queued { session.noteSubcommand(sub, of: index) }
-        if sub == nil { refuse(ReplyError.unknownSubcommand(arguments[1], of: spec.name), index, session, server, &reply) }
+        if sub == nil { refuse(ReplyError.unknownSubcommand(arguments[1], of: arguments.string(0)), index, session, server, &reply) }
         return sub
     }
 

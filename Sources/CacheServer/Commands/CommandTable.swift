@@ -112,10 +112,11 @@ package typealias SecretArguments = @Sendable (Arguments) -> Set<Int>
 
 /// One entry of the command table.
 package struct CommandSpec: Sendable {
-    /// Lowercase name (as renamed by `rename-command`).
-    package internal(set) var name: String
-    /// Redis's name for the command, whatever `rename-command` made of ``name``.
-    package let originalName: String
+    /// Redis's name for the command, lowercase: what COMMAND, INFO, CLIENT LIST and error messages report,
+    /// whatever `rename-command` made of it (as Redis reports a renamed command by its own name).
+    package let name: String
+    /// The name the command answers to: ``name``, or the one `rename-command` gave it.
+    package internal(set) var lookupName: String
     /// Redis's arity: positive = exactly this many arguments (name included), negative = at least -arity.
     package let arity: Int
     package let flags: CommandFlags
@@ -152,7 +153,7 @@ package struct CommandSpec: Sendable {
         channels: ChannelArguments? = nil, handler: (@Sendable (inout CommandContext) -> Void)? = nil
     ) {
         self.name = name
-        self.originalName = name
+        self.lookupName = name
         self.arity = arity
         self.flags = flags
         (self.firstKey, self.lastKey, self.keyStep) = keys
@@ -224,11 +225,11 @@ extension Array where Element == CommandSpec {
     package func renamed(_ renames: [ServerConfiguration.RenamedCommand]) -> [CommandSpec] {
         var specs = self
         for rename in renames {
-            guard let index = specs.firstIndex(where: { $0.name == rename.name }) else { continue }
+            guard let index = specs.firstIndex(where: { $0.lookupName == rename.name }) else { continue }
             if rename.newName.isEmpty {
                 specs.remove(at: index)
             } else {
-                specs[index].name = rename.newName
+                specs[index].lookupName = rename.newName
             }
         }
         return specs
@@ -284,7 +285,7 @@ package struct CommandTable: Sendable {
         while size < commands.count * 4 { size <<= 1 }
         var buckets = [Int32](repeating: -1, count: size)
         for (i, spec) in commands.enumerated() {
-            var b = Int(truncatingIfNeeded: Self.hashLowercased(Array(spec.name.utf8))) & (size - 1)
+            var b = Int(truncatingIfNeeded: Self.hashLowercased(Array(spec.lookupName.utf8))) & (size - 1)
             while buckets[b] >= 0 { b = (b + 1) & (size - 1) }
             buckets[b] = Int32(i)
         }
@@ -311,7 +312,7 @@ package struct CommandTable: Sendable {
         while true {
             let i = Int(buckets[b])
             if i < 0 { return nil }
-            if Self.equalsLowercased(name, commands[i].name) { return i }
+            if Self.equalsLowercased(name, commands[i].lookupName) { return i }
             b = (b + 1) & bucketMask
         }
     }

@@ -75,7 +75,7 @@ package enum ConfigCommands {
     }
 
     static func help(_ c: inout CommandContext) {
-        ConnectionCommands.help(&c, "CONFIG", [
+        ConnectionCommands.help(&c, [
             "GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values.",
             "SET <directive> <value>", "    Set the configuration <directive> to <value>.",
             "RESETSTAT", "    Reset statistics reported by the INFO command.",

@@ -258,7 +258,7 @@ package enum ConnectionCommands {
     }
 
     static func clientHelp(_ c: inout CommandContext) {
-        help(&c, "CLIENT", [
+        help(&c, [
             "ID", "    Return the ID of the current connection.",
             "GETNAME", "    Return the name of the current connection.",
             "SETNAME <name>", "    Assign the name <name> to the current connection.",
@@ -288,7 +288,10 @@ package enum ConnectionCommands {
     }
 
     /// Replies with HELP text: the command's name line, the given lines, and the HELP line.
-    static func help(_ c: inout CommandContext, _ command: String, _ lines: [String]) {
+    /// A container's HELP reply: the command as the client typed it (upper-cased, as Redis does, so a renamed
+    /// command shows its new name), then `lines`.
+    static func help(_ c: inout CommandContext, _ lines: [String]) {
+        let command = c.arguments.string(0).uppercased()
         let all = ["\(command) <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"] + lines + [
             "HELP", "    Prints this help.",
         ]

@@ -15,7 +15,7 @@ enum IntrospectionCommands {
     // MARK: OBJECT
 
     static func objectHelp(_ c: inout CommandContext) {
-        ConnectionCommands.help(&c, "OBJECT", [
+        ConnectionCommands.help(&c, [
             "ENCODING <key>",
             "    Return the kind of internal representation used in order to store the value",
             "    associated with a <key>.",
@@ -116,7 +116,7 @@ enum IntrospectionCommands {
     static func slowlogGet(_ c: inout CommandContext) {
         let a = c.arguments
         // Its arity lets more arguments through than it takes.
-        guard a.count <= 3 else { return c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: "slowlog")) }
+        guard a.count <= 3 else { return c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: c.arguments.string(0))) }
         var count: Int? = 10
         if a.count == 3 {
             guard let n = RESPInteger.parse(a[2]), n >= -1 else {
@@ -148,7 +148,7 @@ enum IntrospectionCommands {
     }
 
     static func slowlogHelp(_ c: inout CommandContext) {
-        ConnectionCommands.help(&c, "SLOWLOG", [
+        ConnectionCommands.help(&c, [
             "GET [<count>]",
             "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
             "    Entries are made of:",
@@ -198,7 +198,7 @@ enum IntrospectionCommands {
     }
 
     static func latencyHelp(_ c: inout CommandContext) {
-        ConnectionCommands.help(&c, "LATENCY", [
+        ConnectionCommands.help(&c, [
             "DOCTOR",
             "    Return a human readable latency analysis report.",
             "HISTORY <event>",
@@ -300,7 +300,7 @@ enum IntrospectionCommands {
     }
 
     static func memoryHelp(_ c: inout CommandContext) {
-        ConnectionCommands.help(&c, "MEMORY", [
+        ConnectionCommands.help(&c, [
             "DOCTOR",
             "    Return memory problems reports.",
             "MALLOC-STATS",

@@ -77,7 +77,7 @@ package enum PubSubCommands {
     static func channels(_ c: inout CommandContext) {
         let a = c.arguments
         // Its arity lets more arguments through than it takes.
-        guard a.count <= 3 else { return c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: "pubsub")) }
+        guard a.count <= 3 else { return c.reply.writeRESPError(bytes: ReplyError.subcommandSyntax(a[1], of: c.arguments.string(0))) }
         let names = c.server.pubsub.activeChannels(matching: a.count == 3 ? a.bytes(2) : nil)
         c.arrayHeader(names.count)
         for name in names { c.reply.writeRESPBulkString(name) }
@@ -99,7 +99,7 @@ package enum PubSubCommands {
     }
 
     static func help(_ c: inout CommandContext) {
-        ConnectionCommands.help(&c, "PUBSUB", [
+        ConnectionCommands.help(&c, [
             "CHANNELS [<pattern>]",
             "    Return the currently active channels matching a <pattern> (default: '*').",
             "NUMPAT", "    Return number of subscriptions to patterns.",

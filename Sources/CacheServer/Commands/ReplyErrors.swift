@@ -49,6 +49,7 @@ package enum ReplyError {
     }
 
     /// `ERR unknown subcommand 'x'. Try NAME HELP.`, the subcommand as Redis prints it (`%.128s`).
+    /// `command` is the name the client typed (a renamed container's new name, as Redis says it).
     package static func unknownSubcommand(_ sub: UnsafeRawBufferPointer, of command: String) -> [UInt8] {
         quoting("ERR unknown subcommand '", sub, limit: 128, "'. Try \(command.uppercased()) HELP.")
     }

@@ -532,7 +532,7 @@ package enum ServerCommands {
     }
 
     static func commandHelp(_ c: inout CommandContext) {
-        ConnectionCommands.help(&c, "COMMAND", [
+        ConnectionCommands.help(&c, [
             "(no subcommand)", "    Return details about all Redis commands.",
             "COUNT", "    Return the total number of commands in this Redis server.",
             "LIST", "    Return a list of all commands in this Redis server.",
@@ -551,17 +551,17 @@ package enum ServerCommands {
         ])
     }
 
-    /// The spec COMMAND INFO and DOCS mean by `name`: a command, or a subcommand as `container|subcommand`
-    /// (with its container's name).
+    /// The spec COMMAND INFO and DOCS mean by `name` (the name a command answers to): a command, or a
+    /// subcommand as `container|subcommand` (with its container's own name, which they report).
     static func namedSpec(_ name: String, _ table: [CommandSpec]) -> (CommandSpec, String?)? {
         let name = name.lowercased()
-        guard let bar = name.firstIndex(of: "|") else { return table.first { $0.name == name }.map { ($0, nil) } }
+        guard let bar = name.firstIndex(of: "|") else { return table.first { $0.lookupName == name }.map { ($0, nil) } }
         let container = String(name[..<bar])
         let sub = name[name.index(after: bar)...]
-        guard let parent = table.first(where: { $0.name == container }),
+        guard let parent = table.first(where: { $0.lookupName == container }),
             let spec = parent.listedSubcommands.first(where: { $0.name == sub })
         else { return nil }
-        return (spec, container)
+        return (spec, parent.name)
     }
 
     /// COMMAND GETKEYS command [arg ...]: the keys of a full command, found as Redis 7.0 finds them (its key
@@ -572,7 +572,7 @@ package enum ServerCommands {
         let argc = a.count - 2
         guard let index = c.server.commands.lookup(a[2]) else { return c.error("ERR Invalid command specified") }
         var spec = table[index]
-        var name = spec.originalName
+        var name = spec.name
         if !spec.subcommands.isEmpty && argc > 1 {
             // A container names a subcommand, as in Redis's lookup; an unknown one is no command.
             guard let sub = spec.subcommandIndex(named: a[3]), !spec.subcommands[sub].flags.contains(.unlisted) else {

@@ -24,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
         .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         // Only for the OpenAPI middleware's tests: the transport a generated client is usually given.
@@ -38,7 +39,10 @@ let package = Package(
         // The storage engine: keyspace, expiry, memory accounting. No networking.
         // Processor hints (prefetch) that Swift has no spelling for.
         .target(name: "CMemoryHints"),
-        .target(name: "CacheCore", dependencies: ["CJemalloc", "CMemoryHints"]),
+        .target(
+            name: "CacheCore",
+            dependencies: ["CJemalloc", "CMemoryHints", .product(name: "SystemPackage", package: "swift-system")]
+        ),
         // epoll and the processor's spin-wait hint, which Swift's Glibc module does not offer, for the event
         // loops' busy polling.
         .target(name: "CBusyPoll"),

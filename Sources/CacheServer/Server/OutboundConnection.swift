@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A blocking TCP connection to another server, every step bounded by a deadline: MIGRATE's link to its
 /// target. As in Redis, MIGRATE holds its event loop while it talks to the target. Used by one thread at a time

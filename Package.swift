@@ -3,7 +3,6 @@ import PackageDescription
 
 let package = Package(
     name: "cached",
-    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "cached-server", targets: ["cached-server"]),
         .library(name: "RESP", targets: ["RESP"]),

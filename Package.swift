@@ -3,7 +3,6 @@ import PackageDescription
 
 let package = Package(
     name: "cached",
-    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "cached-server", targets: ["cached-server"]),
         .library(name: "RESP", targets: ["RESP"]),
@@ -24,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
         .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         // Only for the OpenAPI middleware's tests: the transport a generated client is usually given.
@@ -38,7 +38,10 @@ let package = Package(
         // The storage engine: keyspace, expiry, memory accounting. No networking.
         // Processor hints (prefetch) that Swift has no spelling for.
         .target(name: "CMemoryHints"),
-        .target(name: "CacheCore", dependencies: ["CJemalloc", "CMemoryHints"]),
+        .target(
+            name: "CacheCore",
+            dependencies: ["CJemalloc", "CMemoryHints", .product(name: "SystemPackage", package: "swift-system")]
+        ),
         // epoll and the processor's spin-wait hint, which Swift's Glibc module does not offer, for the event
         // loops' busy polling.
         .target(name: "CBusyPoll"),
@@ -61,6 +64,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         // The daemon executable: flags, logging, signals.
@@ -71,6 +75,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         // jemalloc, the system allocator library (Debian: libjemalloc-dev): entries with a TTL live in an

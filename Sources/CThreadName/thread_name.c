@@ -7,9 +7,5 @@ void cached_name_current_thread(const char *name) {
     char shortened[16];
     strncpy(shortened, name, sizeof shortened - 1);
     shortened[sizeof shortened - 1] = '\0';
-#if defined(__APPLE__)
-    (void)pthread_setname_np(shortened);
-#else
     (void)pthread_setname_np(pthread_self(), shortened);
-#endif
 }

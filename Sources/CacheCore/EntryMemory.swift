@@ -1,11 +1,6 @@
 import CJemalloc
-import Synchronization
-
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
+import Synchronization
 
 /// Where entries live: jemalloc, with entries that have a TTL in an arena of their own.
 ///

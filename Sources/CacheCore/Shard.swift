@@ -1,14 +1,6 @@
 import CMemoryHints
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// One lock's worth of a database: an open-addressing hash table of ``Entry`` pointers, and the index that
 /// finds its keys when they expire.
 ///

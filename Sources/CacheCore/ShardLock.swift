@@ -1,10 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// A mutex for one shard. Critical sections are a few hundred nanoseconds, so it spins briefly before it
 /// sleeps (glibc's adaptive mutex). Separate `lock()`/`unlock()` calls let multi-key commands take several
@@ -16,9 +10,7 @@ public final class ShardLock: @unchecked Sendable {
         mutex = .allocate(capacity: 1)
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
-        #if canImport(Glibc)
         pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
-        #endif
         let rc = pthread_mutex_init(mutex, &attributes)
         precondition(rc == 0, "pthread_mutex_init failed: \(rc)")
         pthread_mutexattr_destroy(&attributes)

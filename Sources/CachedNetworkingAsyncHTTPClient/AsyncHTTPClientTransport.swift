@@ -2,15 +2,10 @@ public import CachedNetworking
 public import AsyncHTTPClient
 public import HTTPTypes
 public import NIOCore
+import Glibc
 import NIOHTTP1
 import NIOPosix
 import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The default ``HTTPTransport``: AsyncHTTPClient, with redirects not followed and content not decoded.
 ///

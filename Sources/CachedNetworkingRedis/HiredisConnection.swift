@@ -1,16 +1,9 @@
 import CachedNetworking
 import CHiredis
 import CachedTLS
+import Glibc
 import NIOCore
 import RESP
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// A reply from the server, copied out of hiredis's reply objects.
 enum RESPReply: Sendable, Equatable {
@@ -441,14 +434,9 @@ extension HiredisConnection {
 }
 
 /// Writes as much of `bytes` to `socket` as fits without blocking (and without raising SIGPIPE); 0 on any error.
-/// Always 0 where that cannot be done portably.
 private func sendWithoutBlocking(_ bytes: ByteBuffer, to socket: Int32) -> Int {
-    #if os(Linux) && canImport(Glibc)
     let sent = bytes.withUnsafeReadableBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL)) }
     return max(0, sent)
-    #else
-    return 0
-    #endif
 }
 
 private func makeTimeval(_ duration: Duration) -> timeval {

@@ -2,17 +2,10 @@ import CachedNetworking
 import CHiredis
 import CThreadName
 import Foundation
+import Glibc
 import Logging
 import NIOCore
 import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// What an ``InvalidationSubscriber`` reports. Called on the subscriber's thread, one call at a time.
 protocol InvalidationListener: AnyObject, Sendable {

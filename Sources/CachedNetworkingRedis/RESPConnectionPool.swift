@@ -2,16 +2,9 @@ import CachedNetworking
 import CHiredis
 import CThreadName
 import Foundation
+import Glibc
 import Logging
 import NIOCore
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The connections of a ``RESPStore``: one hiredis context per thread, each thread owning its connection.
 ///
@@ -594,13 +587,11 @@ final class ConditionLock: @unchecked Sendable {
         pthread_mutex_init(mutex, nil)
         conditionCount = count
         conditions = .allocate(capacity: count)
-        // Timed waits count on the monotonic clock where the system allows it (Linux), so that a step of the
-        // wall clock neither stretches nor cuts them.
+        // Timed waits count on the monotonic clock, so that a step of the wall clock neither stretches nor
+        // cuts them.
         var attributes = pthread_condattr_t()
         pthread_condattr_init(&attributes)
-        #if os(Linux)
         pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        #endif
         for i in 0..<count { pthread_cond_init(conditions + i, &attributes) }
         pthread_condattr_destroy(&attributes)
     }
@@ -628,11 +619,7 @@ final class ConditionLock: @unchecked Sendable {
     /// - Returns: true when the time ran out (rather than a signal, or a spurious wake-up).
     func wait(_ index: Int, nanoseconds: UInt64) -> Bool {
         var deadline = timespec()
-        #if os(Linux)
         clock_gettime(CLOCK_MONOTONIC, &deadline)
-        #else
-        clock_gettime(CLOCK_REALTIME, &deadline)
-        #endif
         let total = UInt64(deadline.tv_nsec) + nanoseconds
         deadline.tv_sec += Int(total / 1_000_000_000)
         deadline.tv_nsec = Int(total % 1_000_000_000)
@@ -647,11 +634,5 @@ final class ConditionLock: @unchecked Sendable {
 
 /// `shutdown(2)` both directions of `socket`: blocked reads and writes on it return at once.
 private func shutdownSocket(_ socket: Int32) {
-    #if canImport(Glibc)
     _ = Glibc.shutdown(socket, Int32(SHUT_RDWR))
-    #elseif canImport(Musl)
-    _ = Musl.shutdown(socket, Int32(SHUT_RDWR))
-    #elseif canImport(Darwin)
-    _ = Darwin.shutdown(socket, SHUT_RDWR)
-    #endif
 }

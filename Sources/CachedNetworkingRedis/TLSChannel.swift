@@ -1,15 +1,8 @@
 import CachedNetworking
 import CHiredis
 import CachedTLS
-import Logging
-
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import Logging
 
 /// A store's ``RESPStore/TLS`` settings made ready for its connections: the OpenSSL context, its files read once
 /// and shared by every connection of the store (its pools, and its near cache's invalidation connections).
@@ -363,9 +356,5 @@ final class TLSChannel {
     }
 }
 
-/// `send(2)` flags that keep a write to a socket the server closed from raising SIGPIPE, where there is one.
-#if os(Linux)
+/// `send(2)` flags that keep a write to a socket the server closed from raising SIGPIPE.
 private let noSignal = Int32(MSG_NOSIGNAL)
-#else
-private let noSignal: Int32 = 0
-#endif

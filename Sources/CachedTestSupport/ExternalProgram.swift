@@ -1,8 +1,5 @@
 import Foundation
-
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// What a finished external program produced.
 public struct ProgramOutput: Sendable {

@@ -1,8 +1,5 @@
 import Foundation
-
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A TCP port on 127.0.0.1 that nothing listens on right now.
 public func freeLoopbackPort() throws -> Int {

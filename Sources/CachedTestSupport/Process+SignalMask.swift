@@ -1,8 +1,5 @@
 import Foundation
-
-#if canImport(Glibc)
 import Glibc
-#endif
 
 extension Process {
     /// `run()`, but the child starts with no signals blocked.

@@ -1,8 +1,5 @@
 import Foundation
-
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A real Redis Cluster on loopback for tests: `redis-server --cluster-enabled yes` nodes on free ports (each
 /// with its cluster bus port, port + 10000, free too), joined with `redis-cli --cluster create`, and waited on

@@ -1,8 +1,5 @@
 import Foundation
-
-#if canImport(Glibc)
 import Glibc
-#endif
 
 extension TestCertificates {
     /// A server's TLS directives for this set: its certificate and key (for `localhost` and 127.0.0.1), and the

@@ -1,8 +1,5 @@
 import Foundation
-
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A server process started for tests: the built `cached-server` (or `CACHED_SERVER_BIN`), or the system's
 /// `redis-server`, on a free loopback port. It can be stopped (SIGTERM, then SIGKILL), killed as a crash would,

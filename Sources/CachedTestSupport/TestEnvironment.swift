@@ -1,8 +1,5 @@
 import Foundation
-
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A precondition of the test environment that does not hold (a missing program, a server that did not start).
 public struct TestEnvironmentError: Error, CustomStringConvertible {

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// The `main` of every libFuzzer target (`Tests/Fuzz/Targets`). SwiftPM links an executable's `main` from its
 /// @main type, so libFuzzer's own `main` is not used: built with `-D FUZZING` (by `make fuzz`), this hands the

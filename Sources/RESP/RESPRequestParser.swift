@@ -1,3 +1,5 @@
+import Glibc
+
 /// The span of one command argument inside the bytes the parser was given.
 ///
 /// Offsets are relative to the start of the frame (the first byte of the command), so they stay valid while
@@ -340,11 +342,3 @@ public struct RESPRequestParser: Sendable {
         return RESPInteger.parse(UnsafeRawBufferPointer(start: base + from, count: to - from))
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif

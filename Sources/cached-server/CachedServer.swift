@@ -1,14 +1,7 @@
 import ArgumentParser
 import CacheServer
-import Logging
-
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import Logging
 
 /// The version `--version` prints.
 let cachedServerVersion = CacheServerVersion.current

@@ -1,29 +1,23 @@
-import Logging
-
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import Logging
+import SystemPackage
 
 /// Where log lines go: standard error, or a file opened for appending.
 final class LogOutput: Sendable {
     /// Standard error, formatted for journald when systemd captures it.
     static let standardError = LogOutput(
-        descriptor: STDERR_FILENO, isJournal: isatty(STDERR_FILENO) == 0 && getenv("JOURNAL_STREAM") != nil)
+        file: .standardError, isJournal: isatty(STDERR_FILENO) == 0 && getenv("JOURNAL_STREAM") != nil)
 
-    /// The file descriptor lines are written to.
-    let descriptor: Int32
+    /// The file lines are written to.
+    let file: FileDescriptor
     /// Whether lines are formatted for journald: written to standard error, which is
     /// not a terminal, with `JOURNAL_STREAM` set by systemd.
     let isJournal: Bool
     /// The log file, or nil for standard error.
     let path: String?
 
-    private init(descriptor: Int32, isJournal: Bool, path: String? = nil) {
-        self.descriptor = descriptor
+    private init(file: FileDescriptor, isJournal: Bool, path: String? = nil) {
+        self.file = file
         self.isJournal = isJournal
         self.path = path
     }
@@ -31,16 +25,20 @@ final class LogOutput: Sendable {
     /// Opens `path` for appending, or uses standard error when `path` is empty.
     convenience init(path: String) throws(LogFileError) {
         if path.isEmpty {
-            self.init(descriptor: Self.standardError.descriptor, isJournal: Self.standardError.isJournal)
+            self.init(file: Self.standardError.file, isJournal: Self.standardError.isJournal)
             return
         }
-        self.init(descriptor: try Self.openForAppending(path), isJournal: false, path: path)
+        self.init(file: try Self.openForAppending(path), isJournal: false, path: path)
     }
 
-    private static func openForAppending(_ path: String) throws(LogFileError) -> Int32 {
-        let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw LogFileError(reason: String(cString: strerror(errno))) }
-        return descriptor
+    private static func openForAppending(_ path: String) throws(LogFileError) -> FileDescriptor {
+        do {
+            return try FileDescriptor.open(
+                FilePath(path), .writeOnly, options: [.append, .create, .closeOnExec],
+                permissions: [.ownerReadWrite, .groupRead, .otherRead])
+        } catch {
+            throw LogFileError(reason: "\(error)")
+        }
     }
 
     /// Opens the log file again by its path (after logrotate moved it away): later lines go to the file now
@@ -49,37 +47,19 @@ final class LogOutput: Sendable {
     func reopen() throws(LogFileError) {
         guard let path else { return }
         let fresh = try Self.openForAppending(path)
-        defer { close(fresh) }
-        guard dup2(fresh, descriptor) >= 0 else { throw LogFileError(reason: String(cString: strerror(errno))) }
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)  // dup2 does not carry the flag over
+        defer { try? fresh.close() }
+        do {
+            try fresh.duplicate(as: file, options: .closeOnExec)
+        } catch {
+            throw LogFileError(reason: "\(error)")
+        }
     }
 
     /// Writes `text` with as few `write` calls as possible, so that whole lines from
     /// concurrent loggers do not interleave.
     func write(_ text: String) {
-        var text = text
-        text.withUTF8 { bytes in
-            guard let base = bytes.baseAddress else { return }
-            var offset = 0
-            while offset < bytes.count {
-                let written = systemWrite(descriptor, base + offset, bytes.count - offset)
-                if written < 0 && errno == EINTR { continue }
-                if written <= 0 { return }
-                offset += written
-            }
-        }
+        _ = try? file.writeAll(text.utf8)
     }
-}
-
-/// POSIX `write(2)`, named apart from ``LogOutput/write(_:)``.
-private func systemWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
-    #if canImport(Glibc)
-    Glibc.write(descriptor, buffer, count)
-    #elseif canImport(Musl)
-    Musl.write(descriptor, buffer, count)
-    #else
-    Darwin.write(descriptor, buffer, count)
-    #endif
 }
 
 /// The log file could not be opened; `reason` is the system's explanation.

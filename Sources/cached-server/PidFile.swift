@@ -1,13 +1,7 @@
+import Glibc
 import Logging
 import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import SystemPackage
 
 /// The `pidfile` directive: the process id written once the server listens, the file removed at exit, as
 /// redis-server does. Written only after the listeners are up, so that a second server started with the same
@@ -29,15 +23,16 @@ final class PidFile: Sendable {
     /// Writes the process id.
     func record() {
         guard !path.isEmpty else { return }
-        var text = "\(pid)\n"
-        var failure: String?
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        if descriptor < 0 {
-            failure = String(cString: strerror(errno))
-        } else {
-            let count = text.withUTF8 { write(descriptor, $0.baseAddress, $0.count) }
-            if count != text.utf8.count { failure = count < 0 ? String(cString: strerror(errno)) : "short write" }
-            close(descriptor)
+        let failure: String?
+        do {
+            let file = try FileDescriptor.open(
+                FilePath(path), .writeOnly, options: [.create, .truncate, .closeOnExec],
+                permissions: [.ownerReadWrite, .groupRead, .otherRead])
+            defer { try? file.close() }
+            try file.writeAll("\(pid)\n".utf8)
+            failure = nil
+        } catch {
+            failure = "\(error)"
         }
         written.withLock { $0 = failure == nil }
         if let failure {
@@ -49,10 +44,9 @@ final class PidFile: Sendable {
     func remove() {
         guard written.withLock({ $0 }) else { return }
         var buffer = [UInt8](repeating: 0, count: 32)
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        let count = read(descriptor, &buffer, buffer.count)
-        close(descriptor)
+        guard let file = try? FileDescriptor.open(FilePath(path), .readOnly, options: .closeOnExec) else { return }
+        let count = (try? buffer.withUnsafeMutableBytes { try file.read(into: $0) }) ?? 0
+        try? file.close()
         guard count > 0, String(decoding: buffer[0..<count], as: UTF8.self) == "\(pid)\n" else { return }
         logger.notice("Removing the pid file", metadata: ["file": "\(path)"])
         unlink(path)

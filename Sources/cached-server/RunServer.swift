@@ -1,11 +1,8 @@
 import CacheServer
 import Dispatch
+import Glibc
 import Logging
 import ServiceLifecycle
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Runs the server with `configuration` until SIGTERM, SIGINT or SHUTDOWN stops it.
 ///

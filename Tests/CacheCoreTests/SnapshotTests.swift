@@ -1,10 +1,7 @@
 import CacheCore
 import Foundation
-import Testing
-
-#if canImport(Glibc)
 import Glibc
-#endif
+import Testing
 
 /// A scratch directory removed when the value goes.
 final class ScratchDirectory {

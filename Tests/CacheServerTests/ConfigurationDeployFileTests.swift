@@ -1,14 +1,7 @@
 import CacheServer
 import Foundation
-import Testing
-
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import Testing
 
 @Suite("deploy/cached.conf")
 struct ConfigurationDeployFileTests {

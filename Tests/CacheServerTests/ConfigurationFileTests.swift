@@ -1,13 +1,6 @@
 import CacheServer
-import Testing
-
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import Testing
 
 /// A fresh temporary directory holding the given files, removed after `body`.
 private func withFiles<T>(_ files: [String: String], _ body: (String) throws -> T) throws -> T {

@@ -1,11 +1,8 @@
 import CacheCore
 import CacheServer
 import Foundation
-import Testing
-
-#if canImport(Glibc)
 import Glibc
-#endif
+import Testing
 
 /// SAVE, BGSAVE, LASTSAVE, INFO persistence, the save schedule and the startup load, on a manual clock.
 @Suite("Snapshot commands")

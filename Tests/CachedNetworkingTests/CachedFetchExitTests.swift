@@ -1,11 +1,8 @@
 import CachedOriginSupport
 import CachedTestSupport
 import Foundation
-import Testing
-
-#if canImport(Glibc)
 import Glibc
-#endif
+import Testing
 
 /// `cached-fetch`'s failures, as curl reports its own: one `cached-fetch: …` line on standard error and an exit
 /// status per kind of failure (curl's number where curl has one); the usage text only for usage errors (64).

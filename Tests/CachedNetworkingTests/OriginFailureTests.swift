@@ -5,14 +5,11 @@ import CachedNetworkingTesting
 import CachedOriginSupport
 import CachedTestSupport
 import Foundation
+import Glibc
 import HTTPTypes
 import NIOCore
 import NIOPosix
 import Testing
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Origins that misbehave: slow heads and bodies, refused connections, replies that are not HTTP or end early.
 /// Each failure comes out of the transports as the ``HTTPTransportError`` that names it, and out of the cache as

@@ -1,10 +1,7 @@
 import CachedTestSupport
 import Foundation
-import Testing
-
-#if canImport(Glibc)
 import Glibc
-#endif
+import Testing
 
 /// Cross-protocol scripting: a web page can make a browser send an HTTP request to a server on loopback. Both
 /// servers must close such a connection at its `POST` or `Host:` line, before anything after it runs.

@@ -1,10 +1,7 @@
 import CachedTestSupport
 import Foundation
-import Testing
-
-#if canImport(Glibc)
 import Glibc
-#endif
+import Testing
 
 /// The daemon as an operator runs it: signals, SHUTDOWN, flags, config files, and failures to start.
 @Suite("Daemon lifecycle")

@@ -1,11 +1,8 @@
 import CachedTestSupport
 import Foundation
+import Glibc
 import NIOCore
 import RESP
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 // MARK: normalising replies for the `?`, `??` and `~` comparisons
 

@@ -1,10 +1,7 @@
 import CachedTestSupport
 import Foundation
-import Testing
-
-#if canImport(Glibc)
 import Glibc
-#endif
+import Testing
 
 /// Clients that send garbage, open thousands of connections, or die mid-request, against both servers: each
 /// must leave the server serving everyone else, with its memory bounded. (A client that never reads its

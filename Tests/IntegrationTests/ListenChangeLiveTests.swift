@@ -1,10 +1,7 @@
 import CachedTestSupport
 import Foundation
-import Testing
-
-#if canImport(Glibc)
 import Glibc
-#endif
+import Testing
 
 /// CONFIG SET of `port` and `bind` changes where the server listens at once, or, when it cannot listen there,
 /// changes nothing at all: both servers, the same replies.

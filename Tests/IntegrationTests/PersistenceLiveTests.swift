@@ -1,10 +1,7 @@
 import CachedTestSupport
 import Foundation
-import Testing
-
-#if canImport(Glibc)
 import Glibc
-#endif
+import Testing
 
 /// Snapshots as an operator sees them: warm restarts, saves on shutdown and on a schedule, a `kill -9` in
 /// the middle of a save, damaged files.

@@ -1,10 +1,7 @@
 import CachedTestSupport
 import Foundation
-import Testing
-
-#if canImport(Glibc)
 import Glibc
-#endif
+import Testing
 
 /// A datagram socket standing in for systemd's notification socket.
 final class NotifySocket {

@@ -1,10 +1,7 @@
 import CachedTestSupport
 import Foundation
-import Testing
-
-#if canImport(Glibc)
 import Glibc
-#endif
+import Testing
 
 /// TLS on `tls-port`, against both servers with the same settings: Redis's clients (redis-cli, redis-benchmark,
 /// redis-py) over TLS, client certificates required, optional or refused, certificates that must be refused, and

@@ -1,10 +1,5 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import SystemPackage
 
 /// What loading a snapshot did.
 package struct SnapshotLoadSummary: Sendable, Equatable {
@@ -42,15 +37,18 @@ package enum SnapshotReader {
         _ path: String, into keyspace: Keyspace, now: Int64, keepIntactPart: Bool = false,
         cancelled: () -> Bool = { false }, keyLoadDelay: Int = 0
     ) throws(SnapshotError) -> SnapshotLoadSummary? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            let error = SnapshotWriter.ioError("could not open", path)
+        let file: FileDescriptor
+        do {
+            file = try FileDescriptor.open(FilePath(path), .readOnly, options: .closeOnExec)
+        } catch Errno.noSuchFileOrDirectory {
+            return nil
+        } catch {
+            let error = SnapshotWriter.ioError("could not open", path, error)
             if keepIntactPart { return SnapshotLoadSummary(damage: error) }
             throw error
         }
-        defer { close(fd) }
-        var input = FileInput(fd: fd, path: path)
+        defer { try? file.close() }
+        var input = FileInput(file: file, path: path)
         var summary = SnapshotLoadSummary()
         do throws(SnapshotError) {
             try input.readSize()
@@ -247,20 +245,18 @@ package enum SnapshotReader {
 
 /// Sequential reads of a snapshot file with positions for error messages.
 private struct FileInput {
-    let fd: Int32
+    let file: FileDescriptor
     let path: String
     var size = 0
     var offset = 0
 
-    init(fd: Int32, path: String) {
-        self.fd = fd
+    init(file: FileDescriptor, path: String) {
+        self.file = file
         self.path = path
     }
 
     mutating func readSize() throws(SnapshotError) {
-        var status = stat()
-        guard fstat(fd, &status) == 0 else { throw SnapshotWriter.ioError("could not stat", path) }
-        size = Int(status.st_size)
+        size = Int(try SnapshotWriter.systemCall("could not stat", path) { try file.stat() }.size)
     }
 
     func corrupt(at offset: Int, _ reason: String) -> SnapshotError {
@@ -292,10 +288,12 @@ private struct FileInput {
         let failure: SnapshotError? = bytes.withUnsafeMutableBytes { raw in
             var done = 0
             while done < count {
-                let n = pread(fd, raw.baseAddress! + done, count - done, off_t(offset + done))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return SnapshotWriter.ioError("could not read", path)
+                let n: Int
+                do {
+                    n = try file.read(
+                        fromAbsoluteOffset: Int64(offset + done), into: UnsafeMutableRawBufferPointer(rebasing: raw[done...]))
+                } catch {
+                    return SnapshotWriter.ioError("could not read", path, error)
                 }
                 if n == 0 { return corrupt(at: offset + done, "the file ends in \(what) (truncated while reading)") }
                 done += n

@@ -1,10 +1,5 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import SystemPackage
 
 /// What a save wrote.
 package struct SnapshotSaveSummary: Sendable, Equatable {
@@ -35,9 +30,12 @@ package enum SnapshotWriter {
         _ keyspace: Keyspace, to path: String, now: Int64, cancelled: () -> Bool = { false }
     ) throws(SnapshotError) -> SnapshotSaveSummary {
         let temporary = temporaryPath(for: path)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw ioError("could not create", temporary) }
-        var output = BlockOutput(fd: fd, path: temporary)
+        let file = try systemCall("could not create", temporary) {
+            try FileDescriptor.open(
+                FilePath(temporary), .writeOnly, options: [.create, .truncate, .closeOnExec],
+                permissions: .ownerReadWrite)
+        }
+        var output = BlockOutput(file: file, path: temporary)
         var isOpen = true
         do throws(SnapshotError) {
             try output.writeHeader(created: now, databases: keyspace.databases.count)
@@ -81,14 +79,16 @@ package enum SnapshotWriter {
             appendUInt32(&end, output.digest)
             try output.writeBlock(.end, end)
             try output.flush()
-            guard fsync(fd) == 0 else { throw ioError("could not fsync", temporary) }
+            guard fsync(file.rawValue) == 0 else { throw ioError("could not fsync", temporary, Errno(rawValue: errno)) }
             isOpen = false
-            guard close(fd) == 0 else { throw ioError("could not close", temporary) }
-            guard rename(temporary, path) == 0 else { throw ioError("could not rename \(temporary) to", path) }
+            try systemCall("could not close", temporary) { try file.close() }
+            guard rename(temporary, path) == 0 else {
+                throw ioError("could not rename \(temporary) to", path, Errno(rawValue: errno))
+            }
             try syncDirectory(of: path)
             return SnapshotSaveSummary(keys: keys, bytes: output.written)
         } catch {
-            if isOpen { close(fd) }
+            if isOpen { try? file.close() }
             unlink(temporary)
             throw error
         }
@@ -118,10 +118,13 @@ package enum SnapshotWriter {
     /// Makes the rename in `path`'s directory durable.
     private static func syncDirectory(of path: String) throws(SnapshotError) {
         let directory = SnapshotWriter.directory(of: path)
-        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw ioError("could not open the directory", directory) }
-        defer { close(fd) }
-        guard fsync(fd) == 0 else { throw ioError("could not fsync the directory", directory) }
+        let file = try systemCall("could not open the directory", directory) {
+            try FileDescriptor.open(FilePath(directory), .readOnly, options: [.directory, .closeOnExec])
+        }
+        defer { try? file.close() }
+        guard fsync(file.rawValue) == 0 else {
+            throw ioError("could not fsync the directory", directory, Errno(rawValue: errno))
+        }
     }
 
     package static func directory(of path: String) -> String {
@@ -129,15 +132,28 @@ package enum SnapshotWriter {
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
-    static func ioError(_ what: String, _ path: String) -> SnapshotError {
-        let code = errno
-        return SnapshotError(.io, path: path, "\(what) \(path): \(String(cString: strerror(code)))")
+    /// An ``SnapshotError/Kind/io`` error: `what` failed on `path`, for the reason `error` (an `Errno`, which
+    /// reads as the system's explanation).
+    static func ioError(_ what: String, _ path: String, _ error: any Error) -> SnapshotError {
+        SnapshotError(.io, path: path, "\(what) \(path): \(error)")
+    }
+
+    /// `body`'s result, or its failure as an ``ioError(_:_:_:)``.
+    @discardableResult
+    static func systemCall<Result>(
+        _ what: String, _ path: String, _ body: () throws -> Result
+    ) throws(SnapshotError) -> Result {
+        do {
+            return try body()
+        } catch {
+            throw ioError(what, path, error)
+        }
     }
 }
 
 /// Blocks on their way to the file: checksummed, buffered, and counted for the end block.
 private struct BlockOutput {
-    let fd: Int32
+    let file: FileDescriptor
     let path: String
     var buffer: [UInt8] = []
     var written = 0
@@ -145,8 +161,8 @@ private struct BlockOutput {
     /// CRC-32C of the header CRC and every block CRC so far.
     var digest: UInt32 = 0
 
-    init(fd: Int32, path: String) {
-        self.fd = fd
+    init(file: FileDescriptor, path: String) {
+        self.file = file
         self.path = path
         buffer.reserveCapacity(2 * SnapshotFormat.blockTarget)
     }
@@ -202,32 +218,9 @@ private struct BlockOutput {
     }
 
     private mutating func writeAll(_ bytes: [UInt8]) throws(SnapshotError) {
-        let result: SnapshotError? = bytes.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = systemWrite(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return SnapshotWriter.ioError("could not write", path)
-                }
-                offset += n
-            }
-            return nil
-        }
-        if let result { throw result }
+        try SnapshotWriter.systemCall("could not write", path) { try file.writeAll(bytes) }
         written += bytes.count
     }
-}
-
-/// POSIX `write(2)`, named apart from the methods called `write`.
-func systemWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
-    #if canImport(Glibc)
-    Glibc.write(fd, buffer, count)
-    #elseif canImport(Musl)
-    Musl.write(fd, buffer, count)
-    #else
-    Darwin.write(fd, buffer, count)
-    #endif
 }
 
 @inline(__always)

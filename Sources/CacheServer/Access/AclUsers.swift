@@ -262,17 +262,10 @@ package final class AclUsers: Sendable {
 
     /// The ACL file's text, or why it cannot be read (the system's words).
     package static func readFile(_ path: String) -> Result<String, LoadError> {
-        guard let file = fopen(path, "r") else { return .failure(LoadError(description: String(cString: strerror(errno)))) }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let count = fread(&chunk, 1, chunk.count, file)
-            bytes += chunk.prefix(count)
-            if count < chunk.count {
-                if ferror(file) != 0 { return .failure(LoadError(description: String(cString: strerror(errno)))) }
-                return .success(String(decoding: bytes, as: UTF8.self))
-            }
+        do {
+            return .success(String(decoding: try ConfigurationFile.contents(of: path), as: UTF8.self))
+        } catch {
+            return .failure(LoadError(description: "\(error)"))
         }
     }
 

@@ -1,13 +1,8 @@
 import CJemalloc
 import CacheCore
+import Glibc
 import NIOCore
 import RESP
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// OBJECT and MEMORY: what the server knows about one key's value and about its memory, for `redis-cli
 /// --memkeys`, `--hotkeys` and operators.

@@ -1,10 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// When a directive is being applied, which changes what is allowed.
 package enum ConfigurationApplyMode: Sendable, Equatable {

@@ -1,11 +1,6 @@
-import RESP
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import RESP
+import SystemPackage
 
 /// One directive with its arguments, as read from a config file or the command line.
 package struct ConfigurationLine: Sendable, Equatable {
@@ -141,7 +136,12 @@ package enum ConfigurationFile {
     }
 
     private static func read(path: String, reading: inout [String]) throws(ConfigurationLoadError) -> [ConfigurationLine] {
-        let contents = try readContents(of: path)
+        let contents: [UInt8]
+        do {
+            contents = try Self.contents(of: path)
+        } catch {
+            throw .cannotOpen(path: path, reason: "\(error)")
+        }
         let canonical = canonicalPath(path) ?? path
         reading.append(canonical)
         defer { reading.removeLast() }
@@ -190,21 +190,16 @@ package enum ConfigurationFile {
         return paths
     }
 
-    private static func readContents(of path: String) throws(ConfigurationLoadError) -> [UInt8] {
-        let descriptor = open(path, O_RDONLY)
-        guard descriptor >= 0 else {
-            throw .cannotOpen(path: path, reason: String(cString: strerror(errno)))
-        }
-        defer { close(descriptor) }
+    /// The bytes of the file at `path` (a config file, an included one, the ACL file). The error is the
+    /// system's (an `Errno`, which reads as its explanation).
+    static func contents(of path: String) throws -> [UInt8] {
+        let file = try FileDescriptor.open(FilePath(path), .readOnly)
+        defer { try? file.close() }
         var contents: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
-            let count = chunk.withUnsafeMutableBytes { systemRead(descriptor, $0.baseAddress, $0.count) }
+            let count = try chunk.withUnsafeMutableBytes { try file.read(into: $0) }
             if count == 0 { return contents }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .cannotOpen(path: path, reason: String(cString: strerror(errno)))
-            }
             contents += chunk[0..<count]
         }
     }
@@ -232,15 +227,4 @@ package enum ConfigurationFile {
         default: nil
         }
     }
-}
-
-/// POSIX `read(2)`, named apart from ``ConfigurationFile/read(path:)``.
-private func systemRead(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
-    #if canImport(Glibc)
-    Glibc.read(descriptor, buffer, count)
-    #elseif canImport(Musl)
-    Musl.read(descriptor, buffer, count)
-    #else
-    Darwin.read(descriptor, buffer, count)
-    #endif
 }

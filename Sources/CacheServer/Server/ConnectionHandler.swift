@@ -1,7 +1,4 @@
 import CacheCore
-#if canImport(Glibc)
-import Glibc
-#endif
 import Logging
 import NIOCore
 import RESP

@@ -1,10 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Raises the process's open files limit so that `maxclients` connections fit, as Redis does at startup.
 ///
@@ -90,11 +84,7 @@ package enum OpenFilesLimit {
             ], raised: false, fatal: false)
     }
 
-    #if canImport(Glibc)
     private static let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-    #else
-    private static let resource = RLIMIT_NOFILE
-    #endif
 
     private static func describe(_ error: Int32) -> String {
         guard let text = strerror(error) else { return "errno \(error)" }

@@ -1,7 +1,5 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Dispatch
+import Glibc
 import Logging
 import NIOCore
 import NIOPosix

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// Tells systemd how the service is doing, as `sd_notify(3)` does: one datagram per message, sent to the
 /// `AF_UNIX` socket named by `$NOTIFY_SOCKET` (a path, or an abstract-namespace name written `@name`).

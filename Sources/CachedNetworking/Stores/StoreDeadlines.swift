@@ -1,10 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import NIOCore
 
 /// How ``CachedNetworking`` calls a store: the fast paths a ``CacheStore`` may opt into through
 /// ``CacheStore/callStyle``.
@@ -90,9 +84,7 @@ public struct CacheStoreDeadline: Sendable {
     }
 }
 
-/// CLOCK_MONOTONIC in nanoseconds.
+/// CLOCK_MONOTONIC in nanoseconds (SwiftNIO's deadline clock).
 package func monotonicNanoseconds() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+    NIODeadline.now().uptimeNanoseconds
 }

@@ -1,9 +1,6 @@
 import CachedTestSupport
 import Foundation
-
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A socket that listens on a loopback port and never accepts or reads: connections complete (the kernel
 /// accepts them into the backlog), commands are written, and no reply ever comes.

@@ -2,6 +2,7 @@ import CachedStoreContract
 import CachedTestSupport
 import CoreMetrics
 import Foundation
+import Glibc
 import Logging
 import NIOCore
 import Synchronization
@@ -9,10 +10,6 @@ import Testing
 
 @testable import CachedNetworking
 @testable import CachedNetworkingRedis
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// The bound on how long an invalidation may take to reach another store's near cache, for the median of the
 /// measured rounds. Delivery is one message written by the server and one wake-up of the subscriber's thread:

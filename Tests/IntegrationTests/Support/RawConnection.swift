@@ -1,9 +1,6 @@
 import CachedTestSupport
 import Foundation
-
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A plain TCP connection for sending exact request bytes (inline commands, pipelines, split writes) and
 /// reading the exact reply bytes. Every read has a deadline, so a silent server fails the test.

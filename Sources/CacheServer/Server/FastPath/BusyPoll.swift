@@ -1,7 +1,5 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CBusyPoll
+import Glibc
 import NIOCore
 import Synchronization
 

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 import NIOCore
 
 /// Bytes sent straight to a connection's socket with one non-blocking `send`, without the channel's bookkeeping

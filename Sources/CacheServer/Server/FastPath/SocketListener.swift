@@ -1,8 +1,6 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CThreadName
 import Foundation
+import Glibc
 import Logging
 import NIOCore
 import Synchronization

@@ -177,6 +177,32 @@ struct ConfigurationLoadTests {
         }
     }
 
+    @Test("rename-command lines apply in order, as Redis's: a chain is followed, a gone name or a taken one is refused")
+    func renameCommandLines() throws {
+        try withFiles(["a.conf": "rename-command get fetch\nrename-command fetch read\nrename-command flushall \"\"\n"]) { directory in
+            let configuration = try ServerConfiguration.load(configFile: directory + "/a.conf")
+            #expect(configuration.renamedCommands.map { [$0.name, $0.newName] } == [["get", "fetch"], ["fetch", "read"], ["flushall", ""]])
+        }
+        let refused: [(String, String)] = [
+            ("rename-command get fetch\nrename-command get other\n", "No such command in rename-command"),
+            ("rename-command flushall \"\"\nrename-command flushall again\n", "No such command in rename-command"),
+            ("rename-command nosuch x\n", "No such command in rename-command"),
+            ("rename-command get set\n", "Target command name already exists"),
+        ]
+        for (text, reason) in refused {
+            try withFiles(["a.conf": text]) { directory in
+                let error = loadError { () throws(ConfigurationLoadError) in
+                    _ = try ServerConfiguration.load(configFile: directory + "/a.conf")
+                }
+                guard case .badLine(_, _, let said) = error else {
+                    Issue.record("\(text.debugDescription) was not refused: \(String(describing: error))")
+                    return
+                }
+                #expect(said == reason, "\(text.debugDescription)")
+            }
+        }
+    }
+
     @Test("a missing file is reported with the system's reason")
     func missingFile() {
         let error = loadError { () throws(ConfigurationLoadError) in

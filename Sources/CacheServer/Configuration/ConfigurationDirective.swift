@@ -400,10 +400,14 @@ extension ConfigurationDirective {
     static let renameCommandDirective = Self("rename-command", .startupOnly, arity: .list) {
         (configuration, arguments, _) throws(InvalidValue) in
         guard arguments.count == 2 else { throw InvalidValue(reason: "wrong number of arguments") }
-        guard CommandRegistry.all.contains(where: { $0.name == arguments[0].lowercased() }) else {
-            throw InvalidValue(reason: "No such command in rename-command")
+        let (name, newName) = (arguments[0].lowercased(), arguments[1].lowercased())
+        // Checked as Redis applies them, in order: against the names the earlier lines left.
+        var names = Set(CommandRegistry.all.renamed(configuration.renamedCommands).map(\.lookupName))
+        guard names.remove(name) != nil else { throw InvalidValue(reason: "No such command in rename-command") }
+        guard newName.isEmpty || !names.contains(newName) else {
+            throw InvalidValue(reason: "Target command name already exists")
         }
-        configuration.renamedCommands.append(.init(name: arguments[0].lowercased(), newName: arguments[1].lowercased()))
+        configuration.renamedCommands.append(.init(name: name, newName: newName))
     } format: { _ in "" }
 
     /// `user <name> <rule> ...` (config file and flags only): a user, checked when the server starts.

@@ -490,7 +490,7 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
             return
         }
         if let tls {
-            tls.sendReplies(output)
+            tls.sendReplies(output, promise: longReplyPromise(context))
             output.clear()
             return
         }
@@ -503,12 +503,9 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
                 self.channelWrites -= 1
                 self.noteReplyTaken()
             }
-        } else if output.readableBytes >= Self.longReply || !context.channel.isWritable {
-            // On plain SwiftNIO every reply goes through the channel; one the socket will not take at once is
-            // watched to its end, as the direct path's remainder is. (Small ones are not: a promise per reply
-            // costs more than the reply.)
-            promise = context.eventLoop.makePromise(of: Void.self)
-            promise!.futureResult.assumeIsolated().whenComplete { _ in self.noteReplyTaken() }
+        } else {
+            // On plain SwiftNIO every reply goes through the channel.
+            promise = longReplyPromise(context)
         }
         if flush {
             // One trip down the pipeline instead of a write and a flush.
@@ -530,6 +527,17 @@ package final class ConnectionHandler: ChannelInboundHandler, RemovableChannelHa
     /// A reply the client has taken to its end: interaction, for `timeout`, as Redis counts writes.
     private func noteReplyTaken() {
         session?.noteInteraction(server.clock.nowMilliseconds())
+    }
+
+    /// For replies that go through the channel (plain SwiftNIO, TLS): a promise that notes interaction once the
+    /// channel has written the reply in ``output``, when the socket will not take it at once (it is long, or the
+    /// channel is full), as the direct path's remainder is watched. Nil for others: a promise per reply costs
+    /// more than the reply.
+    private func longReplyPromise(_ context: ChannelHandlerContext) -> EventLoopPromise<Void>? {
+        guard output.readableBytes >= Self.longReply || !writable else { return nil }
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        promise.futureResult.assumeIsolated().whenComplete { _ in self.noteReplyTaken() }
+        return promise
     }
 
     // MARK: waiting clients

@@ -21,7 +21,12 @@ package final class OutboundConnection: @unchecked Sendable {
     private let descriptor: CInt
     /// Bytes read and not decoded yet.
     private var received = ByteBuffer()
-    private var decoder = RESPValueDecoder()
+    /// The target's replies to AUTH, SELECT and RESTORE are short: anything much longer is not one, and is not
+    /// buffered (MIGRATE holds its event loop meanwhile).
+    private var decoder = RESPValueDecoder(
+        limits: RESPDecodingLimits(maxDepth: 2, maxBulkLength: OutboundConnection.replyLimit, maxAggregateCount: 16,
+            maxLineLength: OutboundConnection.replyLimit))
+    private static let replyLimit = 64 * 1024
 
     /// Connects to `host` (a name or an address) and `port`, waiting until `deadline` (monotonic nanoseconds).
     /// Each address the name resolves to is tried, as Redis does; a connection that is under way is taken,
@@ -98,13 +103,11 @@ package final class OutboundConnection: @unchecked Sendable {
         let deadline = monotonicNanoseconds() &+ step
         while true {
             do {
-                if let reply = try decoder.decode(buffer: &received) {
-                    received.discardReadBytes()
-                    return reply
-                }
+                if let reply = try decoder.decode(buffer: &received) { return reply }
             } catch {
                 throw .reading(timedOut: false)
             }
+            guard received.readableBytes < 2 * Self.replyLimit else { throw .reading(timedOut: false) }
             guard Self.wait(descriptor, for: Int16(POLLIN), until: deadline) != 0 else { throw .reading(timedOut: true) }
             try receive()
         }
@@ -112,6 +115,8 @@ package final class OutboundConnection: @unchecked Sendable {
 
     /// Reads what the target has sent (without waiting) into ``received``.
     private func receive() throws(Failure) {
+        // What was decoded is dropped once it is most of the buffer (a reply keeps its bytes alive by itself).
+        if received.readerIndex > 0 && received.readerIndex >= received.readableBytes { received.discardReadBytes() }
         received.reserveCapacity(minimumWritableBytes: 16 * 1024)
         let n = received.withUnsafeMutableWritableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
         if n > 0 {

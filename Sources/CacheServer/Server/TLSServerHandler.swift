@@ -174,10 +174,14 @@ final class TLSServerHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Encrypts replies of the ``ConnectionHandler`` above and sends them (straight to the socket when it can),
     /// as a write and a flush down the pipeline would, without going through the pipeline (the connection
-    /// handler is the only handler above this one). On the event loop.
-    func sendReplies(_ plaintext: ByteBuffer) {
-        guard let context else { return }
-        encrypt(plaintext, context: context, promise: nil, flush: true)
+    /// handler is the only handler above this one). On the event loop. `promise`, when given, completes when the
+    /// encrypted replies are written (or fails with the connection).
+    func sendReplies(_ plaintext: ByteBuffer, promise: EventLoopPromise<Void>? = nil) {
+        guard let context else {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
+        encrypt(plaintext, context: context, promise: promise, flush: true)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

@@ -56,3 +56,39 @@ final class OutputCapture: @unchecked Sendable {
         drains.wait(timeout: .now() + timeout) == .success
     }
 }
+
+extension Process {
+    /// The exit status of a child that has exited (128 + the signal's number when a signal ended it), or nil
+    /// while it runs, asked of the kernel first.
+    ///
+    /// Foundation learns of a child's exit through a socket the child holds, and can miss it: the child then
+    /// stays a zombie that `isRunning` reports running and `waitUntilExit()` spins on for ever. The kernel
+    /// knows; `waitid` with `WNOWAIT` asks it without reaping the child, which stays Foundation's to reap.
+    var exitStatusIfExited: Int32? {
+        let pid = processIdentifier
+        guard pid > 0 else { return nil }
+        // Reaped already (by Foundation): it knows the status.
+        if !isRunning { return terminationReason == .uncaughtSignal ? 128 + terminationStatus : terminationStatus }
+        var info = siginfo_t()
+        guard waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0, info._sifields._sigchld.si_pid == pid
+        else { return nil }
+        let status = info._sifields._sigchld.si_status
+        return info.si_code == Int32(CLD_EXITED) ? status : 128 + status
+    }
+
+    /// Whether the child has exited (``exitStatusIfExited``).
+    var hasExited: Bool { exitStatusIfExited != nil }
+
+    /// Waits until the child has exited, polling the kernel rather than trusting Foundation to notice
+    /// (``exitStatusIfExited``), for at most `timeout` seconds.
+    /// - Returns: its exit status, or nil if it is still running then.
+    @discardableResult
+    func waitForExit(timeout: TimeInterval) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let status = exitStatusIfExited { return status }
+            guard Date() < deadline else { return nil }
+            usleep(5_000)
+        }
+    }
+}

@@ -60,7 +60,7 @@ public final class ServerProcess: @unchecked Sendable {
     private var current: Process { lock.withLock { process } }
 
     /// Whether the server process is running.
-    public var isRunning: Bool { current.isRunning }
+    public var isRunning: Bool { !current.hasExited }
 
     /// Starts a server of `kind` on a free loopback port with extra directives (`["--maxmemory", "1mb"]`),
     /// and waits until it answers PING (or an error such as `NOAUTH`: it is up either way). `environment` is added
@@ -130,7 +130,7 @@ public final class ServerProcess: @unchecked Sendable {
     /// Starts the server again with the same arguments, on the same port (after ``stop()`` or ``kill()``), and
     /// waits until it answers.
     public func restart() throws {
-        guard !current.isRunning else { throw TestEnvironmentError("\(kind.rawValue) on port \(port) is still running") }
+        guard current.hasExited else { throw TestEnvironmentError("\(kind.rawValue) on port \(port) is still running") }
         try spawn()
         try waitUntilReady(timeout: 15)
     }
@@ -143,31 +143,26 @@ public final class ServerProcess: @unchecked Sendable {
     /// Kills the server with SIGKILL, as a crash would, and waits for it to exit.
     public func kill() {
         let process = current
-        guard process.isRunning else { return }
+        guard !process.hasExited else { return }
         Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.waitForExit(timeout: 60)
     }
 
     /// Stops the server: SIGTERM, then SIGKILL if it is still running 5 s later.
     public func stop() {
         let process = current
-        guard process.isRunning else { return }
+        guard !process.hasExited else { return }
         Glibc.kill(process.processIdentifier, SIGTERM)
-        let deadline = Date().addingTimeInterval(5)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        if process.waitForExit(timeout: 5) == nil {
+            Glibc.kill(process.processIdentifier, SIGKILL)
+            process.waitForExit(timeout: 60)
+        }
     }
 
     /// The exit status once the server has exited, polling for at most `timeout` seconds; nil if it is still
     /// running then. A server killed by a signal reports 128 + the signal's number.
     public func waitForExit(timeout: TimeInterval) -> Int32? {
-        let process = current
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(5_000) }
-        if process.isRunning { return nil }
-        process.waitUntilExit()
-        return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+        current.waitForExit(timeout: timeout)
     }
 
     /// Whether a TCP connection to the server's port is refused (nothing listens there any more).
@@ -267,8 +262,8 @@ public final class ServerProcess: @unchecked Sendable {
         let process = current
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            guard process.isRunning else {
-                throw TestEnvironmentError("\(kind.rawValue) exited with status \(process.terminationStatus)")
+            if let status = process.exitStatusIfExited {
+                throw TestEnvironmentError("\(kind.rawValue) exited with status \(status)")
             }
             if let fd = try? connectLoopback(port: port) {
                 defer { close(fd) }

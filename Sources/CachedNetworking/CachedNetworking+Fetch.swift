@@ -257,10 +257,7 @@ extension CachedNetworking {
     func recordVariantUse(
         _ hash: UInt64, in index: inout CacheEnvelope.VaryIndex, entryKey: String, ttl: Duration, mustWrite: Bool
     ) async -> Bool {
-        let seconds = Int64(now().timeIntervalSince1970.rounded(.down))
-        let (changed, evicted) = index.recordUse(
-            of: hash, at: seconds, limit: configuration.maximumVariantsPerURL,
-            granularity: Self.variantUseGranularity)
+        let (changed, evicted) = noteVariantUse(hash, in: &index)
         guard changed || mustWrite else { return true }
         let indexTTL = max(ttl, configuration.varyIndexLifetime)
         guard await store.setEnvelope(entryKey, .varyIndex(index), prepared: nil, ttl: indexTTL) else { return false }
@@ -269,6 +266,36 @@ extension CachedNetworking {
             await store.remove(evicted.map { CacheKeys.variantKey(entryKey: entryKey, nonce: index.nonce, hash: $0) })
         }
         return true
+    }
+
+    /// `index` with its variant `hash` recorded as used now, in memory only
+    /// (``CacheEnvelope/VaryIndex/recordUse(of:at:limit:granularity:)``).
+    func noteVariantUse(_ hash: UInt64, in index: inout CacheEnvelope.VaryIndex) -> (changed: Bool, evicted: [UInt64]) {
+        index.recordUse(
+            of: hash, at: Int64(now().timeIntervalSince1970.rounded(.down)), limit: configuration.maximumVariantsPerURL,
+            granularity: Self.variantUseGranularity)
+    }
+
+    /// Records that the variant `hash` of `index`, the `Vary` index read under `entryKey`, was served now, when
+    /// that changes the index (at most once a minute per variant): as background work, so that the hit does not
+    /// wait for the write. The work reads the index again and records the use in the index as it is then, under
+    /// the entry's lock (so that uses of other variants recorded in this process are kept); when the index was
+    /// replaced meanwhile (another nonce: the `Vary` field names changed) or is gone, it writes nothing.
+    func recordVariantUseInBackground(
+        _ hash: UInt64, of index: CacheEnvelope.VaryIndex, entryKey: String, ttl: Duration
+    ) {
+        var touched = index
+        guard noteVariantUse(hash, in: &touched).changed else { return }
+        let nonce = index.nonce
+        trackBackground(CacheKeys.variantKey(entryKey: entryKey, nonce: nonce, hash: hash) + "#use") {
+            await self.entryWrites.withLock(entryKey) {
+                let read = await self.store.getEnvelope(entryKey, rules: self.configuration.rules)
+                guard case .value(.found(let decoded)) = read, case .varyIndex(var current) = decoded.envelope,
+                    current.nonce == nonce
+                else { return }
+                _ = await self.recordVariantUse(hash, in: &current, entryKey: entryKey, ttl: ttl, mustWrite: false)
+            }
+        }
     }
 
     /// How fresh a variant's recorded last use may be before a hit records it again, in seconds.

@@ -434,8 +434,9 @@ extension CachedNetworking {
     /// it (``Validation/headResponse(_:canUpdate:storedContentLength:)``), its header fields are updated with the
     /// HEAD response's (as a 304 updates them, RFC 9111 §3.2; `Content-Length` is never among them) and its times
     /// with the exchange's, and it is written back with its body; otherwise it is considered stale (marked so, its
-    /// fields and body unchanged), to be validated before it is served as fresh again. Nothing happens for other
-    /// responses, or when the request said `no-store`.
+    /// fields and body unchanged), to be validated before it is served as fresh again. Either is written only over
+    /// the response it was read as (``isStillStored(_:)``). Nothing happens for other responses, or when the
+    /// request said `no-store`.
     func updateStoredGET(afterHead response: HTTPResponse, context: RequestContext, requestTime: Date, responseTime: Date) async {
         guard context.method == .head, response.status.code == 200, !context.directives.noStore,
             configuration.rules.cacheableMethods.contains(.get)
@@ -459,6 +460,7 @@ extension CachedNetworking {
         }
         var updated = stored.response
         updated.headerFields = Validation.merging(stored.response.headerFields, with: response.headerFields)
+        guard await isStillStored(found) else { return }
         _ = await storeResponse(
             HTTPTransportResponse(response: updated, body: stored.body), context: getContext, lookup: lookup,
             requestTime: requestTime, responseTime: responseTime, existing: found, storedAt: stored.storedAt)
@@ -473,16 +475,22 @@ extension CachedNetworking {
         marked.markedStale = true
         let prepared = PreparedStoredResponse(marked.info, directives: found.prepared.directives, rules: configuration.rules)
         let (ttl, useful) = storeTTL(prepared)
-        // Only over the response it was read as: one stored meanwhile (by a GET) is newer than what the HEAD
-        // contradicted, and is left alone.
-        guard case .value(.found(let current)) = await store.getEnvelope(found.key, rules: configuration.rules),
-            current.response?.version == found.stored.version
-        else { return }
+        guard await isStillStored(found) else { return }
         guard useful || Validation.hasValidator(marked.response.headerFields) else {
             await store.remove([found.key])
             return
         }
         await store.setEnvelope(found.key, .response(marked), prepared: prepared, ttl: ttl)
+    }
+
+    /// Whether the response of `found` is still the one stored under its key, read again: one stored meanwhile
+    /// (by a GET) is newer than what a HEAD response updated or contradicted, and a write made from `found` would
+    /// put the older response back over it.
+    func isStillStored(_ found: FoundEntry) async -> Bool {
+        guard case .value(.found(let current)) = await store.getEnvelope(found.key, rules: configuration.rules) else {
+            return false
+        }
+        return current.response?.version == found.stored.version
     }
 
     /// Whether `error` says the origin could not be reached: the transport's ``HTTPTransportError`` of kind

@@ -390,6 +390,43 @@ struct ConditionalStoreScenarioTests {
         }
     }
 
+    @Test(
+        "RFC 9111 §4.3.5: a GET response stored while a HEAD response updates the stored one is not overwritten",
+        arguments: StoreUnderTest.allCases)
+    func test_RFC9111_4_3_5_headUpdateKeepsNewerGet(_ kind: StoreUnderTest) async throws {
+        try await withCache(kind, hooked: true) { s in
+            s.script([
+                (.ok, [("Cache-Control", "max-age=60"), ("ETag", "\"v1\""), ("Content-Length", "4")], "body"),
+                (.ok, [("Cache-Control", "max-age=600"), ("ETag", "\"v2\""), ("Content-Length", "8")], "new body"),
+            ])
+            s.script(method: .head, [
+                (.ok, [("Cache-Control", "max-age=600"), ("ETag", "\"v1\""), ("X-Version", "2"), ("Content-Length", "4")], "")
+            ])
+            _ = try await s.run()
+            s.advance(10)
+            // Once the HEAD response's update has read the stored GET (which it agrees with), another process
+            // stores a newer GET response.
+            let getKey = s.storeKey()
+            let sibling = s.sibling()
+            let request = s.request()
+            let stored = Gate()
+            try s.hooked().hook(after: { operation, keys in
+                guard operation == .get, keys == [getKey], !stored.isOpen else { return }
+                stored.open()
+                _ = try? await sibling.run(request, policy: .reloadIgnoringLocalCacheData)
+            })
+            #expect(try await s.run(method: .head).source == .network)
+            #expect(stored.isOpen)
+            // The update was not written over it: the newer response is served, as it was stored.
+            let answer = try await s.run()
+            #expect(answer.source == .cache)
+            #expect(String(buffer: answer.body) == "new body")
+            #expect(answer.headerFields[.eTag] == "\"v2\"")
+            #expect(answer.headerFields[HTTPField.Name("X-Version")!] == nil)
+            #expect(s.origin.requests.filter { $0.request.method == .get }.count == 2)
+        }
+    }
+
     // MARK: - Variants
 
     @Test(

@@ -257,10 +257,7 @@ extension CachedNetworking {
     func recordVariantUse(
         _ hash: UInt64, in index: inout CacheEnvelope.VaryIndex, entryKey: String, ttl: Duration, mustWrite: Bool
     ) async -> Bool {
-        let seconds = Int64(now().timeIntervalSince1970.rounded(.down))
-        let (changed, evicted) = index.recordUse(
-            of: hash, at: seconds, limit: configuration.maximumVariantsPerURL,
-            granularity: Self.variantUseGranularity)
+        let (changed, evicted) = noteVariantUse(hash, in: &index)
         guard changed || mustWrite else { return true }
         let indexTTL = max(ttl, configuration.varyIndexLifetime)
         guard await store.setEnvelope(entryKey, .varyIndex(index), prepared: nil, ttl: indexTTL) else { return false }
@@ -269,6 +266,36 @@ extension CachedNetworking {
             await store.remove(evicted.map { CacheKeys.variantKey(entryKey: entryKey, nonce: index.nonce, hash: $0) })
         }
         return true
+    }
+
+    /// `index` with its variant `hash` recorded as used now, in memory only
+    /// (``CacheEnvelope/VaryIndex/recordUse(of:at:limit:granularity:)``).
+    func noteVariantUse(_ hash: UInt64, in index: inout CacheEnvelope.VaryIndex) -> (changed: Bool, evicted: [UInt64]) {
+        index.recordUse(
+            of: hash, at: Int64(now().timeIntervalSince1970.rounded(.down)), limit: configuration.maximumVariantsPerURL,
+            granularity: Self.variantUseGranularity)
+    }
+
+    /// Records that the variant `hash` of `index`, the `Vary` index read under `entryKey`, was served now, when
+    /// that changes the index (at most once a minute per variant): as background work, so that the hit does not
+    /// wait for the write. The work reads the index again and records the use in the index as it is then, under
+    /// the entry's lock (so that uses of other variants recorded in this process are kept); when the index was
+    /// replaced meanwhile (another nonce: the `Vary` field names changed) or is gone, it writes nothing.
+    func recordVariantUseInBackground(
+        _ hash: UInt64, of index: CacheEnvelope.VaryIndex, entryKey: String, ttl: Duration
+    ) {
+        var touched = index
+        guard noteVariantUse(hash, in: &touched).changed else { return }
+        let nonce = index.nonce
+        trackBackground(CacheKeys.variantKey(entryKey: entryKey, nonce: nonce, hash: hash) + "#use") {
+            await self.entryWrites.withLock(entryKey) {
+                let read = await self.store.getEnvelope(entryKey, rules: self.configuration.rules)
+                guard case .value(.found(let decoded)) = read, case .varyIndex(var current) = decoded.envelope,
+                    current.nonce == nonce
+                else { return }
+                _ = await self.recordVariantUse(hash, in: &current, entryKey: entryKey, ttl: ttl, mustWrite: false)
+            }
+        }
     }
 
     /// How fresh a variant's recorded last use may be before a hit records it again, in seconds.
@@ -407,8 +434,9 @@ extension CachedNetworking {
     /// it (``Validation/headResponse(_:canUpdate:storedContentLength:)``), its header fields are updated with the
     /// HEAD response's (as a 304 updates them, RFC 9111 §3.2; `Content-Length` is never among them) and its times
     /// with the exchange's, and it is written back with its body; otherwise it is considered stale (marked so, its
-    /// fields and body unchanged), to be validated before it is served as fresh again. Nothing happens for other
-    /// responses, or when the request said `no-store`.
+    /// fields and body unchanged), to be validated before it is served as fresh again. Either is written only over
+    /// the response it was read as (``isStillStored(_:)``). Nothing happens for other responses, or when the
+    /// request said `no-store`.
     func updateStoredGET(afterHead response: HTTPResponse, context: RequestContext, requestTime: Date, responseTime: Date) async {
         guard context.method == .head, response.status.code == 200, !context.directives.noStore,
             configuration.rules.cacheableMethods.contains(.get)
@@ -432,6 +460,7 @@ extension CachedNetworking {
         }
         var updated = stored.response
         updated.headerFields = Validation.merging(stored.response.headerFields, with: response.headerFields)
+        guard await isStillStored(found) else { return }
         _ = await storeResponse(
             HTTPTransportResponse(response: updated, body: stored.body), context: getContext, lookup: lookup,
             requestTime: requestTime, responseTime: responseTime, existing: found, storedAt: stored.storedAt)
@@ -446,16 +475,22 @@ extension CachedNetworking {
         marked.markedStale = true
         let prepared = PreparedStoredResponse(marked.info, directives: found.prepared.directives, rules: configuration.rules)
         let (ttl, useful) = storeTTL(prepared)
-        // Only over the response it was read as: one stored meanwhile (by a GET) is newer than what the HEAD
-        // contradicted, and is left alone.
-        guard case .value(.found(let current)) = await store.getEnvelope(found.key, rules: configuration.rules),
-            current.response?.version == found.stored.version
-        else { return }
+        guard await isStillStored(found) else { return }
         guard useful || Validation.hasValidator(marked.response.headerFields) else {
             await store.remove([found.key])
             return
         }
         await store.setEnvelope(found.key, .response(marked), prepared: prepared, ttl: ttl)
+    }
+
+    /// Whether the response of `found` is still the one stored under its key, read again: one stored meanwhile
+    /// (by a GET) is newer than what a HEAD response updated or contradicted, and a write made from `found` would
+    /// put the older response back over it.
+    func isStillStored(_ found: FoundEntry) async -> Bool {
+        guard case .value(.found(let current)) = await store.getEnvelope(found.key, rules: configuration.rules) else {
+            return false
+        }
+        return current.response?.version == found.stored.version
     }
 
     /// Whether `error` says the origin could not be reached: the transport's ``HTTPTransportError`` of kind

@@ -13,9 +13,10 @@ public import ServiceLifecycle
 /// try await group.run()
 /// ```
 ///
-/// While ``run()`` runs, background work (`stale-while-revalidate` refreshes, retried invalidations) runs as its
-/// child tasks. At graceful shutdown no new background work starts; what is running finishes (each store call and
-/// origin fetch is bounded by its timeout), then the cache shuts down what it owns.
+/// While ``run()`` runs, background work (`stale-while-revalidate` refreshes, retried invalidations, the `Vary`
+/// index writes that record a served variant's use) runs as its child tasks. At graceful shutdown no new background
+/// work starts; what is running finishes (each store call and origin fetch is bounded by its timeout), then the
+/// cache shuts down what it owns.
 extension CachedNetworking: Service {
     /// Runs the cache's background work until graceful shutdown or cancellation, then ``shutdown()``.
     public func run() async throws {

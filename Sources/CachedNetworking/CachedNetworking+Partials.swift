@@ -89,7 +89,7 @@ extension CachedNetworking {
         // Read, combined and written one at a time per entry in this process, from the entry as it is now (not
         // as `lookup` found it when the request started): concurrent range requests for one URL each add their
         // part instead of the last write dropping the others', and a complete response stored meanwhile stays.
-        return await partialWrites.withLock(entryKey) {
+        return await entryWrites.withLock(entryKey) {
             let current = await examine(
                 await store.getEnvelope(entryKey, rules: configuration.rules), entryKey: entryKey, context: context)
             guard current.entry == nil else { return (nil, shareable) }

@@ -38,8 +38,9 @@ public final class CachedNetworking: Sendable {
     /// The tracer the cache's spans go to, resolved once (``Configuration/tracer``).
     let tracing: CacheTracing
     let flights = SingleFlight<FlightKey, FlightResult>()
-    /// One read-combine-write of a partial entry at a time per entry key (``storePartial``).
-    let partialWrites = KeyedLock()
+    /// One read-modify-write of what is stored under an entry key at a time, per entry key: combining a partial
+    /// entry (``storePartial``), recording a variant's use in a `Vary` index (``recordVariantUseInBackground``).
+    let entryWrites = KeyedLock()
     /// The value of the leases this cache takes: random, made once (leases are only ever tested for presence; the
     /// value tells which cache instance holds one).
     let leaseToken: ByteBuffer
@@ -433,8 +434,9 @@ public final class CachedNetworking: Sendable {
         }
     }
 
-    /// Waits until the background revalidations started by `stale-while-revalidate`, and invalidations being
-    /// retried after a store failure, have finished (for tests and graceful shutdown). When the calling task is
+    /// Waits until the background revalidations started by `stale-while-revalidate`, invalidations being retried
+    /// after a store failure, and the `Vary` index writes that record a served variant's use, have finished (for
+    /// tests and graceful shutdown). When the calling task is
     /// cancelled, the background work is cancelled and this returns without waiting for it.
     public func waitForBackgroundRefreshes() async {
         while !Task.isCancelled {
@@ -613,13 +615,9 @@ public final class CachedNetworking: Sendable {
                 response.entry.varyValues.map(\.0) == vary.fieldNames, response.entry.varyValues.map(\.1) == values
             {
                 lookup.entry = FoundEntry(stored: response, key: variantKey)
-                // Its use, for the bound on variants (an index write at most once a minute per variant).
-                var touched = index
-                if await recordVariantUse(
-                    hash, in: &touched, entryKey: entryKey, ttl: storeTTL(response.prepared).ttl, mustWrite: false)
-                {
-                    lookup.index = touched
-                }
+                // Its use, for the bound on variants (an index write at most once a minute per variant, in the
+                // background).
+                recordVariantUseInBackground(hash, of: index, entryKey: entryKey, ttl: storeTTL(response.prepared).ttl)
             } else {
                 if case .missing = variantRead {} else { metrics.corruptEntries.increment() }
                 lookup.varyMiss = true
@@ -1036,10 +1034,11 @@ extension CachedNetworking {
         case .started:
             return true
         case .alreadyRunning:
-            log.trace("background refresh already running", metadata: [CachedNetworkingLogKeys.key: "\(refreshKey)"])
+            log.trace("background work already running", metadata: [CachedNetworkingLogKeys.key: "\(refreshKey)"])
             return false
         case .stopped:
-            log.debug("the cache is shutting down: no background refresh", metadata: [CachedNetworkingLogKeys.key: "\(refreshKey)"])
+            log.debug(
+                "the cache is shutting down: no background work", metadata: [CachedNetworkingLogKeys.key: "\(refreshKey)"])
             return false
         }
     }

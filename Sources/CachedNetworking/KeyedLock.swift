@@ -3,8 +3,9 @@ import Synchronization
 /// Runs asynchronous sections one at a time per key, within this process: a section for a key starts once the
 /// one before it for that key has ended, in the order they asked. Sections for different keys run side by side.
 ///
-/// For read-modify-write sequences on one store entry (combining partial responses), whose steps suspend and so
-/// cannot hold a `Mutex`. Another process writing the same entry is not held back.
+/// For read-modify-write sequences on one store entry (combining partial responses, recording a variant's use in a
+/// `Vary` index), whose steps suspend and so cannot hold a `Mutex`. Another process writing the same entry is not
+/// held back.
 final class KeyedLock: Sendable {
     /// The keys whose section is running, with the sections waiting for each.
     private let waiting = Mutex<[String: [CheckedContinuation<Void, Never>]]>([:])

@@ -2,7 +2,6 @@ import CachedNetworking
 import CachedNetworkingTesting
 import HTTPTypes
 import NIOCore
-import Synchronization
 import Testing
 
 @Suite("Single flight and the cross-process lease")
@@ -80,13 +79,17 @@ struct ConcurrencyScenarioTests {
         #expect(try await h.store.setIfAbsent(key + "#lock", to: ByteBuffer(string: "other"), ttl: .seconds(30)))
         // The waiter polls: the stored response (none yet), then the lease. The other process finishes in
         // between: it stores its response, then releases the lease.
-        let store = LeaseReadHook(base: h.store) {
+        let lockKey = key + "#lock"
+        let finished = Gate()
+        let store = HookedStore(base: h.store, before: { operation, keys in
+            guard operation == .get, keys == [lockKey], !finished.isOpen else { return }
+            finished.open()
             _ = try? await h.sibling().run(h.origin.request("/race"), policy: .reloadIgnoringLocalCacheData)
-            _ = try? await h.store.remove([key + "#lock"])
-        }
+            _ = try? await h.store.remove([lockKey])
+        })
         let waiter = CachedNetworking(store: store, transport: h.transport, configuration: h.cache.configuration)
         let answer = try await waiter.run(h.origin.request("/race"))
-        #expect(store.lockReads > 0)
+        #expect(store.count(.get, [lockKey]) > 0)
         #expect(answer.source == .coalesced)
         #expect(answer.text == "from-holder")
         #expect(h.origin.count("/race") == 1)
@@ -117,42 +120,4 @@ struct ConcurrencyScenarioTests {
         #expect(h.store.count(of: .setIfAbsent) == 1)
         await h.stop()
     }
-}
-
-/// A store that runs `beforeFirstLockRead` (another process's work) when the cache first reads a `#lock` key,
-/// before answering that read.
-final class LeaseReadHook: CacheStore {
-    private let base: InMemoryCacheStore
-    private let beforeFirstLockRead: @Sendable () async -> Void
-    private let reads = Mutex(0)
-
-    init(base: InMemoryCacheStore, beforeFirstLockRead: @escaping @Sendable () async -> Void) {
-        self.base = base
-        self.beforeFirstLockRead = beforeFirstLockRead
-    }
-
-    /// How many times a `#lock` key was read.
-    var lockReads: Int { reads.withLock { $0 } }
-
-    func get(_ key: String) async throws(CacheStoreError) -> ByteBuffer? {
-        if key.hasSuffix("#lock") {
-            let first = reads.withLock { reads in
-                reads += 1
-                return reads == 1
-            }
-            if first { await beforeFirstLockRead() }
-        }
-        return try await base.get(key)
-    }
-
-    func get(_ keys: [String]) async throws(CacheStoreError) -> [ByteBuffer?] { try await base.get(keys) }
-    func set(_ key: String, to value: ByteBuffer, ttl: Duration?) async throws(CacheStoreError) {
-        try await base.set(key, to: value, ttl: ttl)
-    }
-    func setIfAbsent(_ key: String, to value: ByteBuffer, ttl: Duration) async throws(CacheStoreError) -> Bool {
-        try await base.setIfAbsent(key, to: value, ttl: ttl)
-    }
-    func remove(_ keys: [String]) async throws(CacheStoreError) -> Int { try await base.remove(keys) }
-    func increment(_ key: String) async throws(CacheStoreError) -> Int { try await base.increment(key) }
-    func shutdown() async {}
 }

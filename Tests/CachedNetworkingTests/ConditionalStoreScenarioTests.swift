@@ -33,8 +33,19 @@ struct ConditionalStoreScenarioTests {
             try await cache.run(request(pairs, method: method))
         }
 
-        /// Another cache (another process, in effect) over the same store, origin and clock.
-        func sibling() -> CachedNetworking { CachedNetworking(store: store, transport: origin, configuration: configuration) }
+        /// Another cache (another process, in effect) over the same store, origin and clock; around the hooks of a
+        /// ``HookedStore``.
+        func sibling() -> CachedNetworking {
+            CachedNetworking(store: (store as? HookedStore)?.base ?? store, transport: origin, configuration: configuration)
+        }
+
+        /// The store key of the scenario's URL (a response, or a `Vary` index) for `method`.
+        func storeKey(method: HTTPRequest.Method = .get) -> String {
+            entryKey(ConditionalStoreScenarioTests.url, namespace: configuration.namespace, method: method.rawValue)
+        }
+
+        /// The ``HookedStore`` the cache uses (see ``withCache(_:configure:hooked:_:)``).
+        func hooked() throws -> HookedStore { try #require(store as? HookedStore) }
 
         /// `pairs` as header fields, with a `Date` of the clock's time first.
         func dated(_ pairs: [(String, String)]) -> HTTPFields {
@@ -65,13 +76,20 @@ struct ConditionalStoreScenarioTests {
         var received: [HTTPRequest] { origin.requests.map(\.request) }
     }
 
-    /// ``withScenarioCache(_:configure:_:)`` with the scenario's ``Setup``.
+    /// ``withScenarioCache(_:configure:wrapping:_:)`` with the scenario's ``Setup``; `hooked`, over a
+    /// ``HookedStore`` (and store calls bounded by a minute, since hooks run other work inside them).
     func withCache(
         _ kind: StoreUnderTest,
         configure: (inout CachedNetworking.Configuration) -> Void = { _ in },
+        hooked: Bool = false,
         _ body: (Setup) async throws -> Void
     ) async throws {
-        try await withScenarioCache(kind, configure: configure) { cache, origin, clock in
+        let setUp: (inout CachedNetworking.Configuration) -> Void = { configuration in
+            if hooked { configuration.storeTimeout = .seconds(60) }
+            configure(&configuration)
+        }
+        let wrapping: (any CacheStore) -> any CacheStore = { hooked ? HookedStore(base: $0) : $0 }
+        try await withScenarioCache(kind, configure: setUp, wrapping: wrapping) { cache, origin, clock in
             try await body(
                 Setup(cache: cache, origin: origin, clock: clock, store: cache.store.store, configuration: cache.configuration))
         }
@@ -372,6 +390,42 @@ struct ConditionalStoreScenarioTests {
         }
     }
 
+    @Test(
+        "RFC 9111 §4.3.5: a GET response stored while a HEAD response updates the stored one is not overwritten",
+        arguments: StoreUnderTest.allCases)
+    func test_RFC9111_4_3_5_headUpdateKeepsNewerGet(_ kind: StoreUnderTest) async throws {
+        try await withCache(kind, hooked: true) { s in
+            s.script([
+                (.ok, [("Cache-Control", "max-age=60"), ("ETag", "\"v1\""), ("Content-Length", "4")], "body"),
+                (.ok, [("Cache-Control", "max-age=600"), ("ETag", "\"v2\""), ("Content-Length", "8")], "new body"),
+            ])
+            s.script(method: .head, [
+                (.ok, [("Cache-Control", "max-age=600"), ("ETag", "\"v1\""), ("X-Version", "2"), ("Content-Length", "4")], "")
+            ])
+            _ = try await s.run()
+            s.advance(10)
+            // Once the HEAD response's update has read the stored GET (which it agrees with), another process
+            // stores a newer GET response.
+            let getKey = s.storeKey()
+            let sibling = s.sibling()
+            let request = s.request()
+            let stored = Gate()
+            try s.hooked().hook(after: { operation, keys in
+                guard operation == .get, keys == [getKey], !stored.isOpen else { return }
+                stored.open()
+                _ = try? await sibling.run(request, policy: .reloadIgnoringLocalCacheData)
+            })
+            #expect(try await s.run(method: .head).source == .network)
+            #expect(stored.isOpen)
+            // The update was not written over it: the newer response is served, as it was stored.
+            let answer = try await s.run()
+            #expect(answer.source == .cache)
+            #expect(String(buffer: answer.body) == "new body")
+            #expect(answer.headerFields[.eTag] == "\"v2\"")
+            #expect(answer.headerFields[HTTPField.Name("X-Version")!] == nil)
+            #expect(s.origin.requests.filter { $0.request.method == .get }.count == 2)
+        }
+    }
 
     // MARK: - Variants
 
@@ -388,6 +442,8 @@ struct ConditionalStoreScenarioTests {
             func get(_ language: String) async throws -> CachedResponse {
                 let answer = try await s.run([("Accept-Language", language)])
                 #expect(String(buffer: answer.body) == language)
+                // A hit records its use in the background: done before the next request reads the index.
+                await s.cache.waitForBackgroundRefreshes()
                 return answer
             }
             for language in ["a", "b", "c"] { #expect(try await get(language).source == .network) }
@@ -405,6 +461,95 @@ struct ConditionalStoreScenarioTests {
             // Storing "b" again evicted "a": "c" was recorded as used (its last use was a minute old) after "a".
             #expect(try await get("a").source == .network)
             #expect(s.origin.requestCount(for: Self.url) == 6)
+        }
+    }
+
+    @Test(
+        "RFC 9111 §4.1: a hit on a variant answers without waiting for its use to be written to the Vary index",
+        arguments: StoreUnderTest.allCases)
+    func test_RFC9111_4_1_variantUseWrittenInBackground(_ kind: StoreUnderTest) async throws {
+        try await withCache(kind, configure: { $0.maximumVariantsPerURL = 2 }, hooked: true) { s in
+            s.origin.script(Self.url) { request, _ in
+                .init(
+                    headerFields: s.dated([("Cache-Control", "max-age=3600"), ("Vary", "Accept-Language")]),
+                    body: request.headerFields[.acceptLanguage] ?? "none")
+            }
+            #expect(try await s.run([("Accept-Language", "a")]).source == .network)
+            #expect(try await s.run([("Accept-Language", "b")]).source == .network)
+            s.advance(61)
+            // The index write that records the use of "a" (a minute old) reaches the store and is held there.
+            let indexKey = s.storeKey()
+            let reached = Gate()
+            let released = Gate()
+            try s.hooked().hook(before: { operation, keys in
+                guard operation == .set, keys == [indexKey] else { return }
+                reached.open()
+                await released.wait()
+            })
+            let answered = Gate()
+            let hit = Task {
+                defer { answered.open() }
+                return try await s.run([("Accept-Language", "a")])
+            }
+            await reached.wait()
+            #expect(await eventually { answered.isOpen }, "the hit waited for the index write")
+            released.open()
+            let answer = try await hit.value
+            #expect(answer.source == .cache)
+            #expect(String(buffer: answer.body) == "a")
+            await s.cache.waitForBackgroundRefreshes()
+            // The write recorded the use: "b" is now the least recently used, and a third variant evicts it.
+            #expect(try await s.run([("Accept-Language", "c")]).source == .network)
+            #expect(try await s.run([("Accept-Language", "a")]).source == .cache)
+            #expect(try await s.run([("Accept-Language", "b")]).cacheStatus.forward == .varyMiss)
+        }
+    }
+
+    @Test(
+        "RFC 9111 §4.1: a variant's use is not written over a Vary index replaced since the hit read it",
+        arguments: StoreUnderTest.allCases)
+    func test_RFC9111_4_1_variantUseKeepsReplacedIndex(_ kind: StoreUnderTest) async throws {
+        try await withCache(kind, hooked: true) { s in
+            // The origin varies on Accept-Language, and on Accept-Encoding for requests that carry it.
+            s.origin.script(Self.url) { request, _ in
+                if let encoding = request.headerFields[.acceptEncoding] {
+                    return .init(
+                        headerFields: s.dated([("Cache-Control", "max-age=3600"), ("Vary", "Accept-Encoding")]),
+                        body: encoding)
+                }
+                return .init(
+                    headerFields: s.dated([("Cache-Control", "max-age=3600"), ("Vary", "Accept-Language")]),
+                    body: request.headerFields[.acceptLanguage] ?? "none")
+            }
+            #expect(try await s.run([("Accept-Language", "a")]).source == .network)
+            s.advance(61)
+            // As the hit reads its variant, another process stores a response that varies on other fields: a new
+            // index, with a new nonce, replaces the one the hit read.
+            let indexKey = s.storeKey()
+            let sibling = s.sibling()
+            let encoded = s.request([("Accept-Encoding", "gzip")])
+            let replaced = Gate()
+            let hooked = try s.hooked()
+            hooked.hook(before: { operation, keys in
+                guard operation == .get, keys.first?.hasPrefix(indexKey + "#v:") == true, !replaced.isOpen else { return }
+                replaced.open()
+                _ = try? await sibling.run(encoded)
+            })
+            let before = hooked.calls.count
+            let hit = try await s.run([("Accept-Language", "a")])
+            #expect(replaced.isOpen)
+            #expect(hit.source == .cache)
+            #expect(String(buffer: hit.body) == "a")
+            await s.cache.waitForBackgroundRefreshes()
+            // The background work read the index again (after the hit's read), found another nonce and wrote nothing.
+            let since = hooked.calls.dropFirst(before)
+            #expect(since.filter { $0 == HookedStore.Call(operation: .get, keys: [indexKey]) }.count == 2)
+            #expect(!since.contains { $0.operation == .set })
+            // The new index stands: its variant is a hit.
+            let answer = try await s.run([("Accept-Encoding", "gzip")])
+            #expect(answer.source == .cache)
+            #expect(String(buffer: answer.body) == "gzip")
+            #expect(s.origin.requestCount(for: Self.url) == 2)
         }
     }
 

@@ -253,6 +253,9 @@ func eventually(_ condition: () -> Bool) async -> Bool {
 final class Gate: Sendable {
     private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
+    /// Whether `open()` was called.
+    var isOpen: Bool { state.withLock { $0.open } }
+
     func wait() async {
         await withCheckedContinuation { continuation in
             let resume = state.withLock { state -> Bool in

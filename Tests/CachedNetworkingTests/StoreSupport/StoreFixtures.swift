@@ -160,10 +160,11 @@ private func withContractStore<T>(_ fixture: ContractStore, _ body: (ContractSto
 
 /// Runs `body` with a cache over a fresh store of `kind` (its own namespace; every read goes to the store),
 /// a scripted origin and a manual clock, and shuts the store down afterwards. `configure` adjusts the cache's
-/// configuration.
+/// configuration; `wrapping` gives the store the cache uses, around the fresh one (a ``HookedStore``).
 func withScenarioCache(
     _ kind: StoreUnderTest,
     configure: (inout CachedNetworking.Configuration) -> Void = { _ in },
+    wrapping: (any CacheStore) -> any CacheStore = { $0 },
     _ body: (CachedNetworking, FakeHTTPTransport, ManualCacheClock) async throws -> Void
 ) async throws {
     let clock = ManualCacheClock()
@@ -183,7 +184,7 @@ func withScenarioCache(
     configuration.decodedEntryMemory = 0
     configuration.storeTimeout = .seconds(5)
     configure(&configuration)
-    let cache = CachedNetworking(store: store, transport: origin, configuration: configuration)
+    let cache = CachedNetworking(store: wrapping(store), transport: origin, configuration: configuration)
     do {
         try await body(cache, origin, clock)
     } catch {
